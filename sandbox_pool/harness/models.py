@@ -1,0 +1,169 @@
+"""Typed boundary of the trusted evaluation harness: jobs in, results out.
+
+`EvalJob` is what a client (CLI, pool, reward function, agent loop) submits; `EvalResult`
+is the one record that comes back, with every stage's outcome. `EvalResult.to_public_json()`
+is the exact object printed by ``cuda-agent eval --json`` (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Device = Literal["cpu", "cuda"]
+
+
+class PrecisionPolicy(str, enum.Enum):
+    """How baselines are timed and how strictly outputs are compared (DESIGN.md)."""
+
+    PAPER = "paper"
+    """Baselines in FP32 with TF32 off; candidate free to use TF32 / lower internal precision within tolerance."""
+    MATCHED = "matched"
+    """Baselines timed with TF32 allowed."""
+    STRICT = "strict"
+    """atol = rtol = 1e-4."""
+
+
+class EvalStatus(str, enum.Enum):
+    """Verdict of one evaluation. Set where it happens, never inferred from message text."""
+
+    OK = "ok"
+    STATIC_CHECK_FAILED = "static_check_failed"
+    COMPILE_ERROR = "compile_error"
+    LOAD_ERROR = "load_error"
+    INCORRECT = "incorrect"
+    VIOLATION = "violation"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    INFRA_ERROR = "infra_error"
+
+    @property
+    def is_candidate_failure(self) -> bool:
+        """True for every verdict that is the candidate's fault (scored -1)."""
+        return self not in (EvalStatus.OK, EvalStatus.INFRA_ERROR)
+
+
+class EvalOptions(BaseModel):
+    """Knobs of one evaluation. Defaults follow the paper / KernelBench protocol."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Precision policy (DESIGN.md).")
+    atol: float | None = Field(None, description="Absolute tolerance; None = the policy's default (1e-2, strict 1e-4).")
+    rtol: float | None = Field(None, description="Relative tolerance; None = the policy's default.")
+    correctness_trials: int = Field(5, ge=1, le=50, description="Input draws checked for correctness.")
+    profile: bool = Field(True, description="Time the candidate and the baselines after verification.")
+    timed_calls: int = Field(30, ge=3, le=1000, description="Timed calls, each on inputs never seen before (fewer if memory-bound).")
+    warmup_calls: int = Field(3, ge=1, le=100, description="Untimed calls before timing.")
+    timing_memory_mb: int = Field(4096, ge=16, description="Budget for distinct timing input sets, MiB.")
+    seed: int | None = Field(None, description="Seed of the input draws; None = fresh per evaluation.")
+    compile_timeout_s: float = Field(300.0, gt=0, description="Limit of the candidate's compile.")
+    run_timeout_s: float = Field(300.0, gt=0, description="Limit of the candidate process (load + verify + time).")
+    reward_margin: float = Field(0.05, ge=0, lt=1, description="Required relative improvement for 'faster' (paper: 5%).")
+    speedup_sanity_bound: float = Field(1000.0, gt=1, description="A speed-up above this is flagged as a violation.")
+
+    def tolerances(self) -> tuple[float, float]:
+        """(atol, rtol) after applying the policy's defaults."""
+        default = 1e-4 if self.precision_policy is PrecisionPolicy.STRICT else 1e-2
+        return (self.atol if self.atol is not None else default, self.rtol if self.rtol is not None else default)
+
+
+class EvalJob(BaseModel):
+    """One evaluation request: the candidate's sources plus the trusted reference problem."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problem_src: str = Field(description="Reference model.py source (trusted: comes from the task, not the workspace).")
+    files: dict[str, str] = Field(description="Candidate files by relative path: model_new.py and kernels/*.")
+    device: Device = Field("cpu", description="Where kernels compile for and run.")
+    options: EvalOptions = Field(default_factory=EvalOptions, description="Evaluation knobs.")
+    task_id: str | None = Field(None, description="Caller's task identifier (logged, not trusted).")
+
+
+class StageOutcome(BaseModel):
+    """What one stage did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ran: bool = Field(False, description="Whether the stage ran.")
+    ok: bool | None = Field(None, description="Whether it passed; None if it did not run.")
+    duration_s: float | None = Field(None, description="Wall time of the stage.")
+    log: str = Field("", description="Truncated log (compiler errors, mismatch report, ...).")
+    cached: bool = Field(False, description="Served from a cache (compile, baselines).")
+
+
+class TimingStats(BaseModel):
+    """Per-call times of one timed subject, microseconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    median_us: float = Field(description="Median per-call time.")
+    mean_us: float = Field(description="Mean per-call time.")
+    std_us: float = Field(description="Standard deviation.")
+    min_us: float = Field(description="Fastest call.")
+    max_us: float = Field(description="Slowest call.")
+    samples_us: list[float] = Field(default_factory=list, description="Every timed call, in order.")
+
+
+class Receipt(BaseModel):
+    """What the result was measured on and with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device_name: str = Field("", description="CPU model or GPU name.")
+    driver: str = Field("", description="CUDA driver version or 'n/a'.")
+    torch_version: str = Field("", description="torch.__version__ of the harness.")
+    toolchain: str = Field("", description="Compiler identification used for the candidate.")
+    problem_sha256: str = Field("", description="Hash of the reference source.")
+    candidate_sha256: str = Field("", description="Hash of the candidate's files.")
+    harness_version: str = Field("", description="Version of the evaluation protocol.")
+    isolation: str = Field("", description="How the candidate process was isolated.")
+    seed: int | None = Field(None, description="Seed of the input draws.")
+
+
+class EvalResult(BaseModel):
+    """The one record of an evaluation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: EvalStatus = Field(description="Verdict.")
+    compiled: bool | None = Field(None, description="Compile succeeded; None if not reached.")
+    correct: bool | None = Field(None, description="All correctness checks passed; None if not reached.")
+    reward: float | None = Field(None, description="Robust reward -1/1/2/3; None on infrastructure failure.")
+    runtime_us: float | None = Field(None, description="Candidate median per-call time.")
+    eager_us: float | None = Field(None, description="Reference eager median per-call time.")
+    torch_compile_us: float | None = Field(None, description="Reference torch.compile median per-call time.")
+    speedup_vs_eager: float | None = Field(None, description="eager_us / runtime_us.")
+    speedup_vs_compile: float | None = Field(None, description="torch_compile_us / runtime_us.")
+    violations: list[str] = Field(default_factory=list, description="Anti-hacking rules the candidate broke.")
+    error: str | None = Field(None, description="Short human-readable reason for a non-ok status.")
+    precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Policy in force.")
+    device: Device = Field("cpu", description="Device evaluated on.")
+    stages: dict[str, StageOutcome] = Field(default_factory=dict, description="static_check, compile, verify, profile.")
+    timings: dict[str, TimingStats] = Field(default_factory=dict, description="candidate, eager, torch_compile.")
+    receipt: Receipt = Field(default_factory=Receipt, description="Measurement provenance.")
+    wall_s: float | None = Field(None, description="Wall time of the whole evaluation.")
+
+    @property
+    def is_infra_failure(self) -> bool:
+        """True when the harness, not the candidate, failed."""
+        return self.status is EvalStatus.INFRA_ERROR
+
+    def to_public_json(self) -> dict:
+        """The JSON object of ``cuda-agent eval --json`` (DESIGN.md), keys always present."""
+        return {
+            "status": self.status.value,
+            "compiled": self.compiled,
+            "correct": self.correct,
+            "reward": self.reward,
+            "runtime_us": self.runtime_us,
+            "eager_us": self.eager_us,
+            "torch_compile_us": self.torch_compile_us,
+            "speedup_vs_eager": self.speedup_vs_eager,
+            "speedup_vs_compile": self.speedup_vs_compile,
+            "violations": list(self.violations),
+            "error": self.error,
+            "precision_policy": self.precision_policy.value,
+        }
