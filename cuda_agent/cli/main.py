@@ -22,6 +22,8 @@ app = typer.Typer(
 # (module, attribute, group name or None for top-level commands)
 _MOUNTS: list[tuple[str, str, str | None]] = [
     ("cuda_agent.cli.workspace_cmds", "register", None),
+    ("cuda_agent.sandbox_pool.terminal.cli", "app", "sandbox"),
+    ("cuda_agent.tools.cli", "register", None),
 ]
 
 

@@ -6,6 +6,12 @@ the same contract suite (tests/sandbox_pool/terminal/) runs against every backen
 
 Paths given to the file methods are relative to the workspace root; backends must refuse
 paths that escape it (``..``, absolute paths, symlinks pointing outside).
+
+Errors: a model's mistake (a refused or missing path, a write to a protected file, too
+many background jobs) raises `ToolCallError`, whose message is meant for the model; a
+sandbox that cannot be created or used raises `SandboxError` / `SandboxUnavailableError`
+(cuda_agent/errors.py). Commands never raise for their own failures: a non-zero exit, a
+timeout or a limit hit is a `CommandResult`.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class SandboxLimits(BaseModel):
     file_size_mb: int = Field(1024, description="Largest file a process may write, MiB.")
     command_timeout_s: float = Field(300.0, description="Default wall-clock limit of one command.")
     max_output_bytes: int = Field(64_000, description="stdout/stderr beyond this are truncated.")
+    max_background_jobs: int = Field(16, description="Background jobs that may run at once.")
 
 
 class CommandResult(BaseModel):
@@ -53,6 +60,7 @@ class BackgroundStatus(BaseModel):
     exit_code: int | None = Field(None, description="Exit code once the job has ended.")
     new_stdout: str = Field("", description="stdout produced since the previous poll.")
     new_stderr: str = Field("", description="stderr produced since the previous poll.")
+    truncated: bool = Field(False, description="True if the new output was cut at max_output_bytes.")
 
 
 class TerminalSandbox(abc.ABC):
@@ -64,9 +72,23 @@ class TerminalSandbox(abc.ABC):
     async def start(self) -> None:
         """Prepare the sandbox (create container / namespace). Idempotent."""
 
+    async def bind(self, workspace: Path) -> None:
+        """Attach a started sandbox created without a workspace (warm pools) to one.
+
+        Backends that support warm starts override this; a sandbox binds once.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be bound after start")
+
     @abc.abstractmethod
     async def run(self, command: str, timeout_s: float | None = None) -> CommandResult:
-        """Run ``bash -lc command`` in the workspace root, under the limits."""
+        """Run ``bash -c command`` in the workspace root, under the limits.
+
+        Not a login shell: /etc/profile would reset the PATH the sandbox sets (venv, CUDA).
+        ``timeout_s`` (default ``limits.command_timeout_s``) bounds the wall clock; on
+        expiry every process of the command is killed and the result has
+        ``timed_out=True``, ``exit_code=124``. Processes a command leaves running in the
+        background end with it (use `start_background` for long-lived ones).
+        """
 
     @abc.abstractmethod
     async def read_file(self, path: str) -> bytes:

@@ -1,0 +1,113 @@
+"""`cuda-agent init`, `cuda-agent eval` and `cuda-agent quickstart`.
+
+Light at import: torch and the harness load inside the commands; Ray, veRL and the Docker
+SDK are never imported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cuda_agent.errors import CudaAgentError
+
+_err = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("init")(init)
+    app.command("eval")(eval_cmd)
+    app.command("quickstart")(quickstart)
+
+
+def init(
+    problem: Path = typer.Argument(..., exists=True, dir_okay=False, help="Reference problem (KernelBench format: Model, get_inputs, get_init_inputs)."),
+    directory: Path = typer.Argument(..., help="Workspace to create (must not exist or be empty)."),
+    device: str = typer.Option("cuda", "--device", help="cuda: kernels/*.cu + *_binding.cpp; cpu: kernels/*.cpp."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty directory."),
+) -> None:
+    """Create a workspace for PROBLEM in DIRECTORY.
+
+    Example: cuda-agent init examples/problems/diag_matmul.py /tmp/ws --device cpu
+    """
+    from cuda_agent.sandbox_pool.workspace import create_workspace
+
+    try:
+        path = create_workspace(problem.read_text(), directory, device, overwrite=overwrite)
+    except CudaAgentError as exc:
+        _err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    typer.echo(f"workspace created at {path} (device {device}); next: write kernels/ and model_new.py, then "
+               f"`cuda-agent eval {path}`")
+
+
+def eval_cmd(
+    directory: Path = typer.Argument(..., exists=True, file_okay=False, help="Workspace created by `cuda-agent init`."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: the workspace's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+    policy: str = typer.Option("paper", "--precision-policy", help="paper | matched | strict."),
+    timed_calls: int = typer.Option(30, "--timed-calls", help="Timed calls, each on fresh inputs."),
+    no_profile: bool = typer.Option(False, "--no-profile", help="Verify only (no timing, no reward beyond 1)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the input draws (default: fresh)."),
+) -> None:
+    """Evaluate the workspace's candidate: static check, compile, verify, profile, reward.
+
+    Exit code 0 whenever the evaluation ran (whatever the verdict), 2 for usage errors,
+    3 for infrastructure failures. Example: cuda-agent eval /tmp/ws --json
+    """
+    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, PrecisionPolicy, evaluate_job
+    from cuda_agent.sandbox_pool.workspace import read_candidate_files, read_problem, workspace_device
+
+    try:
+        dev = device or workspace_device(directory)
+        options = EvalOptions(precision_policy=PrecisionPolicy(policy), timed_calls=timed_calls,
+                              profile=not no_profile, seed=seed)
+        job = EvalJob(problem_src=read_problem(directory), files=read_candidate_files(directory), device=dev,
+                      options=options, task_id=str(directory))
+    except (CudaAgentError, ValueError) as exc:
+        _err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    result = asyncio.run(evaluate_job(job))
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_public_json()) + "\n")
+    else:
+        Console().print(result_table(result, title=str(directory)))
+    if result.status is EvalStatus.INFRA_ERROR:
+        raise typer.Exit(3)
+
+
+def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imported lazily
+    table = Table(title=title, show_header=False)
+    fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))  # noqa: E731
+    rows = [
+        ("status", result.status.value), ("reward", fmt(result.reward)), ("compiled", fmt(result.compiled)),
+        ("correct", fmt(result.correct)), ("runtime (us)", fmt(result.runtime_us)), ("eager (us)", fmt(result.eager_us)),
+        ("torch.compile (us)", fmt(result.torch_compile_us)), ("speed-up vs eager", fmt(result.speedup_vs_eager)),
+        ("speed-up vs compile", fmt(result.speedup_vs_compile)), ("precision policy", result.precision_policy.value),
+    ]
+    if result.error:
+        rows.append(("error", result.error[:300]))
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+def quickstart(
+    device: str = typer.Option("cpu", "--device", help="cpu (any machine) or cuda (a GPU node)."),
+    timed_calls: int = typer.Option(10, "--timed-calls", help="Timed calls per candidate."),
+) -> None:
+    """Evaluate the example problem's sample solutions end to end and print their rewards.
+
+    The main job on the embedded default (local sandbox, local pool): a fast correct kernel,
+    a slow correct one and a cheating one, each in its own workspace.
+    """
+    from cuda_agent.cli.quickstart import run_quickstart
+
+    raise typer.Exit(run_quickstart(device, timed_calls))

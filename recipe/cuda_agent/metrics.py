@@ -1,0 +1,99 @@
+"""Per-trajectory metrics, reported through veRL's channels.
+
+veRL 0.9.1 has two per-sample channels: ``AgentLoopMetrics`` (fixed timing fields, logged as
+``agent_loop/*`` timing by the v0 trainer) and ``reward_extra_info`` (dumped with rollouts and
+validation generations, averaged per data source into ``val-aux/<source>/<key>/...``). Timings
+go to the first; counts go to the second under ``agent/*`` keys, the same keys on every sample.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics
+
+_COMPILE = re.compile(r"compile\.sh|utils[./]compile")
+_VERIFY = re.compile(r"utils[./]verification")
+
+
+class StopReason:
+    """Why a trajectory ended (values of ``agent/stop_reason``)."""
+
+    MODEL_DONE = "model_done"
+    TURN_LIMIT = "turn_limit"
+    LENGTH_LIMIT = "length_limit"
+    INFRA_FAILURE = "infra_failure"
+
+
+class TrajectoryMetrics(BaseModel):
+    """Counters and timers of one trajectory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: int = Field(0, description="Assistant turns.")
+    tool_calls: int = Field(0, description="Tool calls run or refused.")
+    tool_errors: int = Field(0, description="Calls whose observation is an error (refused ones included).")
+    malformed_calls: int = Field(0, description="Calls refused before running (unparsable, unknown tool, bad JSON).")
+    calls_by_tool: dict[str, int] = Field(default_factory=dict, description="Calls per tool name.")
+    compiles: int = Field(0, description="Bash calls that ran the compile script.")
+    verify_passes: int = Field(0, description="Bash calls that ran verification and succeeded.")
+    generation_s: float = Field(0.0, description="Time waiting for the LLM.")
+    tools_s: float = Field(0.0, description="Time running tools.")
+    evaluation_s: float = Field(0.0, description="Time of the final evaluation.")
+    response_tokens: int = Field(0, description="Response tokens (model + observations).")
+    stop_reason: str = Field("", description="A StopReason value.")
+    num_preempted: int = Field(-1, description="LLM server preemptions (-1: not reported).")
+
+    @contextmanager
+    def timer(self, field: str) -> Iterator[None]:
+        """Add the elapsed time of the block to ``field``."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            setattr(self, field, getattr(self, field) + time.monotonic() - started)
+
+    def record_call(self, name: str, arguments: dict[str, Any] | None, is_error: bool, refused: bool) -> None:
+        """Count one tool call."""
+        self.tool_calls += 1
+        self.tool_errors += int(is_error)
+        self.malformed_calls += int(refused)
+        key = name or "<unparsed>"
+        self.calls_by_tool[key] = self.calls_by_tool.get(key, 0) + 1
+        command = str((arguments or {}).get("command", "")) if name == "Bash" else ""
+        if _COMPILE.search(command):
+            self.compiles += 1
+        if _VERIFY.search(command) and not is_error:
+            self.verify_passes += 1
+
+    def agent_loop_metrics(self) -> AgentLoopMetrics:
+        """veRL's timing record."""
+        return AgentLoopMetrics(
+            generate_sequences=self.generation_s,
+            tool_calls=self.tools_s,
+            compute_score=self.evaluation_s,
+            num_preempted=self.num_preempted,
+        )
+
+    def to_extra_info(self, tool_names: list[str]) -> dict[str, Any]:
+        """Flat ``agent/*`` entries; one ``agent/calls/<tool>`` per known tool, so keys never vary."""
+        info: dict[str, Any] = {
+            "agent/turns": self.turns,
+            "agent/tool_calls": self.tool_calls,
+            "agent/tool_errors": self.tool_errors,
+            "agent/malformed_calls": self.malformed_calls,
+            "agent/compiles": self.compiles,
+            "agent/verify_passes": self.verify_passes,
+            "agent/generation_s": self.generation_s,
+            "agent/tools_s": self.tools_s,
+            "agent/evaluation_s": self.evaluation_s,
+            "agent/response_tokens": self.response_tokens,
+            "agent/stop_reason": self.stop_reason,
+        }
+        for name in tool_names:
+            info[f"agent/calls/{name}"] = self.calls_by_tool.get(name, 0)
+        return info

@@ -1,0 +1,28 @@
+"""veRL plugin: makes our agent loops resolvable by name in every process that imports veRL.
+
+veRL 0.9.1 loads every ``verl.plugins`` entry point at the end of ``import verl``
+(``verl/__init__.py``), so this module runs in the driver, the TaskRunner and every Ray
+worker (agent-loop workers included) without any configuration. It is declared in
+pyproject.toml::
+
+    [project.entry-points."verl.plugins"]
+    cuda_agent = "cuda_agent.recipe.plugin"
+
+Importing the loop modules registers them through veRL's own ``@register`` decorator:
+
+    cuda_agent                 agentic rollout: workspace + sandbox + tools, scores the final workspace
+    cuda_agent_single_turn     one answer with fenced files, scored by the configured compute_score
+
+veRL swallows a failing plugin import at DEBUG level (the loop then silently "is not
+registered"); tests/recipe/test_plugin.py imports veRL in a fresh process to catch that.
+If ``VERL_USE_EXTERNAL_PLUGINS`` is set to a list of names, it must contain ``cuda_agent``.
+"""
+
+from __future__ import annotations
+
+from cuda_agent.recipe import agent_loop, single_turn
+
+AGENT_LOOP_NAMES = (agent_loop.AGENT_NAME, single_turn.AGENT_NAME)
+"""Names under which this plugin registers agent loops in veRL's registry."""
+
+__all__ = ["AGENT_LOOP_NAMES"]

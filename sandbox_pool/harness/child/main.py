@@ -1,0 +1,207 @@
+"""Entry point of an evaluation child (started from the pre-warmed forkserver).
+
+Order matters: harden the process, capture trusted references (timer, guard), and only
+then load the candidate's extension and model_new.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+import torch
+
+from cuda_agent.sandbox_pool.harness.child.guard import ComputeGuard
+from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
+from cuda_agent.sandbox_pool.harness.child.timing import Timer
+from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
+from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, output_file, timing_file, trial_file
+
+
+class _Stop(Exception):
+    """Ends the child after a reported failure."""
+
+
+class Child:
+    def __init__(self, spec: ChildSpec, conn: Any) -> None:
+        self.spec = spec
+        self.conn = conn
+        self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
+        self.guard: ComputeGuard | None = None
+
+    def send(self, **message: Any) -> None:
+        self.conn.send_bytes(json.dumps(message).encode())
+
+    def fail(self, stage: str, exc: BaseException) -> None:
+        violations = list(self.guard.violations) if self.guard else []
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        self.send(event="error", stage=stage, kind=type(exc).__name__, message=str(exc)[:2000],
+                  traceback="".join(tb[-6:])[-3000:], violations=violations)
+        raise _Stop
+
+    def load(self, name: str) -> Any:
+        return torch.load(os.path.join(self.spec.work_dir, name), weights_only=True, map_location="cpu")
+
+    def to_device(self, values: list[Any]) -> list[Any]:
+        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    # -- building the model -------------------------------------------------------------
+    def build(self) -> Any:
+        init = self.load(INIT_FILE)
+        try:
+            cls = self._reference_cls() if self.spec.role == "reference" else self._candidate_cls()
+        except Exception as exc:  # candidate code failed to import
+            self.fail("load", exc)
+        try:
+            torch.manual_seed(self.spec.init_seed)
+            model = cls(*init["init_inputs"])
+            loaded = self._load_weights(model, init["state_dict"])
+            model = model.to(self.device)
+        except Exception as exc:
+            self.fail("construct", exc)
+        self.send(event="loaded", weights=loaded)
+        if self.spec.role == "reference" and self.spec.compile_reference:
+            return torch.compile(model)
+        return model
+
+    def _reference_cls(self) -> type:
+        module = types.ModuleType("cuda_agent_reference")
+        exec(compile(self.spec.problem_src or "", "model.py", "exec"), module.__dict__)
+        return module.Model
+
+    def _candidate_cls(self) -> type:
+        spec = importlib.util.spec_from_file_location("cuda_extension", self.spec.so_path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load the built extension {self.spec.so_path}")
+        extension = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(extension)
+        sys.modules["cuda_extension"] = extension
+        module = types.ModuleType("model_new")
+        module.__file__ = "model_new.py"
+        sys.modules["model_new"] = module
+        exec(compile(self.spec.model_new_src or "", "model_new.py", "exec"), module.__dict__)
+        if not isinstance(getattr(module, "ModelNew", None), type):
+            raise ImportError("model_new.py does not define class ModelNew")
+        return module.ModelNew
+
+    def _load_weights(self, model: Any, state: dict[str, torch.Tensor]) -> str:
+        if not state:
+            return "none"
+        if not hasattr(model, "load_state_dict"):
+            return "skipped"
+        own = model.state_dict()
+        matching = {k: v for k, v in state.items() if k in own and tuple(own[k].shape) == tuple(v.shape)}
+        model.load_state_dict(matching, strict=False)
+        return "all" if len(matching) == len(state) else f"{len(matching)}/{len(state)}"
+
+    # -- running --------------------------------------------------------------------------
+    def call(self, model: Any, inputs: list[Any]) -> Any:
+        if self.spec.role == "reference":
+            with torch.no_grad():
+                return model(*inputs)
+        self.guard = self.guard or ComputeGuard()
+        with torch.no_grad(), self.guard:
+            return model(*inputs)
+
+    def poison(self) -> None:
+        if self.spec.poison_bytes:
+            junk = torch.empty(self.spec.poison_bytes // 4 + 1, dtype=torch.float32, device=self.device)
+            junk.fill_(float("nan"))
+            del junk
+
+    def check_types(self, outputs: list[Any]) -> list[str]:
+        bad = []
+        for i, value in enumerate(outputs):
+            if isinstance(value, torch.Tensor) and type(value) is not torch.Tensor:
+                bad.append(f"output {i} is a {type(value).__name__}, not a plain torch.Tensor")
+            elif not isinstance(value, (torch.Tensor, int, float, bool)):
+                bad.append(f"output {i} has type {type(value).__name__}")
+        return bad
+
+    def run_trials(self, model: Any, timer: Timer) -> None:
+        for k in range(self.spec.trials):
+            inputs = self.to_device(self.load(trial_file(k)))
+            pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+            self.poison()
+            try:
+                out = self.call(model, inputs)
+                timer.sync()
+            except Exception as exc:
+                self.fail("trial", exc)
+            outputs = flatten_outputs(out)
+            bad_types = self.check_types(outputs)
+            mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
+            if not bad_types:
+                host = [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in outputs]
+                torch.save(host, os.path.join(self.spec.work_dir, output_file(k)))
+            self.send(event="trial", k=k, type_errors=bad_types, input_mutated=mutated,
+                      violations=list(self.guard.violations) if self.guard else [])
+
+    def run_timing(self, model: Any, timer: Timer) -> None:
+        if not self.spec.timing_sets:
+            return
+        warm = [self.to_device(self.load(trial_file(k % max(1, self.spec.trials)))) for k in range(min(self.spec.trials, 2))]
+        sets = [self.to_device(self.load(timing_file(k))) for k in range(self.spec.timing_sets)]
+        try:
+            for k in range(self.spec.warmup):
+                self.call(model, warm[k % len(warm)] if warm else sets[0])
+            timer.sync()
+            samples, hosts, prints, type_errors = [], [], [], []
+            wall0 = timer_now()
+            for k, inputs in enumerate(sets):
+                self.poison()
+                out, t_us, host_us = timer.time_call(lambda *x: self.call(model, list(x)), inputs)
+                samples.append(t_us)
+                hosts.append(host_us)
+                outputs = flatten_outputs(out)
+                type_errors += self.check_types(outputs)
+                prints.append(fingerprint(outputs, self.spec.fingerprint_seed + 1000 * k) if not type_errors else [])
+            wall_s = timer_now() - wall0
+        except Exception as exc:
+            self.fail("timing", exc)
+        self.send(event="timing", samples_us=samples, host_us=hosts, fingerprints=prints, wall_s=wall_s,
+                  type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
+                  violations=list(self.guard.violations) if self.guard else [])
+
+
+def timer_now() -> float:
+    import time
+
+    return time.perf_counter()
+
+
+def child_entry(conn: Any, spec_json: str) -> None:
+    """Target of the child process."""
+    spec = ChildSpec.model_validate_json(spec_json)
+    child = Child(spec, conn)
+    try:
+        isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,
+                                 file_size_mb=spec.file_size_mb)
+        if spec.device == "cuda":
+            torch.cuda.set_device(spec.device_index)
+        torch.backends.cuda.matmul.allow_tf32 = spec.tf32
+        torch.backends.cudnn.allow_tf32 = spec.tf32
+        timer = Timer(child.device if spec.device == "cuda" else "cpu")
+        child.send(event="ready", isolation=isolation, pid=os.getpid())
+        model = child.build()
+        child.run_trials(model, timer)
+        child.run_timing(model, timer)
+        child.send(event="done")
+    except _Stop:
+        pass
+    except BaseException as exc:  # report anything else as a crash of this child
+        try:
+            child.send(event="error", stage="child", kind=type(exc).__name__, message=str(exc)[:2000],
+                       traceback="", violations=list(child.guard.violations) if child.guard else [])
+        except Exception:
+            pass
+    finally:
+        try:
+            conn.close()
+        finally:
+            os._exit(0)

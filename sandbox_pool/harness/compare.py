@@ -1,0 +1,125 @@
+"""Output comparison: torch.testing.assert_close semantics, exact type / dtype / shape.
+
+|out - ref| <= atol + rtol * |ref| elementwise; NaN only where the reference is NaN.
+Also the fingerprints of timed outputs: random projections whose tolerance follows from the
+elementwise bound, so a timed output can be checked without shipping it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def flatten_outputs(value: Any) -> list[Any]:
+    """Outputs as a flat list (tensors or python scalars); tuples/lists flattened in order."""
+    if isinstance(value, (tuple, list)):
+        return [x for item in value for x in flatten_outputs(item)]
+    return [value]
+
+
+def structure(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, [structure(v) for v in value])
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    return type(value).__name__
+
+
+def compare_outputs(out: list[Any], ref: list[Any], atol: float, rtol: float) -> str | None:
+    """None if `out` matches `ref`; else a one-paragraph mismatch report."""
+    if len(out) != len(ref):
+        return f"expected {len(ref)} output tensor(s), got {len(out)}"
+    for i, (o, r) in enumerate(zip(out, ref)):
+        problem = _compare_one(o, r, atol, rtol)
+        if problem:
+            return f"output {i}: {problem}"
+    return None
+
+
+def _compare_one(o: Any, r: Any, atol: float, rtol: float) -> str | None:
+    if not isinstance(r, torch.Tensor):
+        if isinstance(o, torch.Tensor) or abs(float(o) - float(r)) > atol + rtol * abs(float(r)):
+            return f"expected {r!r}, got {o!r}"
+        return None
+    if type(o) is not torch.Tensor:
+        return f"expected a torch.Tensor, got {type(o).__name__}"
+    if o.dtype != r.dtype:
+        return f"dtype mismatch: expected {r.dtype}, got {o.dtype}"
+    if tuple(o.shape) != tuple(r.shape):
+        return f"shape mismatch: expected {tuple(r.shape)}, got {tuple(o.shape)}"
+    o64, r64 = o.detach().to(torch.float64), r.detach().to(torch.float64)
+    if r.is_floating_point() or r.is_complex():
+        nan_ok = torch.isnan(o64) & torch.isnan(r64)
+        inf_ok = torch.isinf(r64) & (o64 == r64)
+        diff = (o64 - r64).abs()
+        bad = ~((diff <= atol + rtol * r64.abs()) | nan_ok | inf_ok)
+    else:
+        bad = o64 != r64
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    diff = (o64 - r64).abs().nan_to_num(float("inf"))
+    idx = int(torch.argmax(torch.where(bad, diff, torch.zeros_like(diff))))
+    flat_o, flat_r = o64.reshape(-1), r64.reshape(-1)
+    return (
+        f"{n_bad}/{r.numel()} elements differ beyond atol={atol:g}, rtol={rtol:g}; "
+        f"worst at flat index {idx}: got {flat_o[idx].item():.6g}, expected {flat_r[idx].item():.6g}; "
+        f"max abs diff {float(diff.max()):.4g}"
+    )
+
+
+PROJECTIONS = 4
+_CHUNK = 1 << 22
+
+
+def _projections(flat: torch.Tensor, seed: int, absolute: bool = False) -> list[float]:
+    """`PROJECTIONS` random projections of a float64 vector, chunked to bound memory.
+
+    The weights come from a generator on the tensor's own device, so the candidate's
+    process and the trusted process draw identical weights for the same seed.
+    """
+    gen = torch.Generator(device=flat.device).manual_seed(seed)
+    acc = torch.zeros(PROJECTIONS, dtype=torch.float64, device=flat.device)
+    for start in range(0, flat.numel(), _CHUNK):
+        part = flat[start : start + _CHUNK]
+        w = torch.randn(PROJECTIONS, part.numel(), generator=gen, dtype=torch.float64, device=flat.device)
+        acc += (w.abs() if absolute else w) @ part
+    return acc.tolist()
+
+
+def fingerprint(tensors: list[Any], seed: int) -> list[list[float]]:
+    """Per output: `PROJECTIONS` random projections in float64 (NaN propagates and fails)."""
+    prints = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            prints.append([float(t)] * PROJECTIONS)
+            continue
+        prints.append(_projections(t.detach().reshape(-1).to(torch.float64), seed + i))
+    return prints
+
+
+def fingerprint_bounds(ref: list[Any], seed: int, atol: float, rtol: float) -> tuple[list[list[float]], list[list[float]]]:
+    """Reference projections and the largest deviation an elementwise-close output can have."""
+    values, bounds = [], []
+    for i, r in enumerate(ref):
+        if not isinstance(r, torch.Tensor):
+            values.append([float(r)] * PROJECTIONS)
+            bounds.append([atol + rtol * abs(float(r))] * PROJECTIONS)
+            continue
+        flat = r.detach().reshape(-1).to(torch.float64)
+        values.append(_projections(flat, seed + i))
+        bounds.append(_projections(atol + rtol * flat.abs(), seed + i, absolute=True))
+    return values, bounds
+
+
+def fingerprint_mismatch(got: list[list[float]], ref: list[list[float]], bound: list[list[float]]) -> bool:
+    """True if a timed output cannot be elementwise-close to the reference."""
+    if len(got) != len(ref):
+        return True
+    for g_row, r_row, b_row in zip(got, ref, bound):
+        for g, r, b in zip(g_row, r_row, b_row):
+            if not abs(g - r) <= b * 1.0001 + 1e-9:  # NaN fails too
+                return True
+    return False

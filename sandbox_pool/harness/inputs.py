@@ -1,0 +1,65 @@
+"""Input draws for verification and timing.
+
+Besides `get_inputs()` itself, verification draws from other distributions that keep the
+domain the reference needs: a tensor whose draw is non-negative stays non-negative, one in
+[0, 1] stays in [0, 1], integer and boolean tensors are redrawn by `get_inputs()` only.
+This defeats closed-form shortcuts for the known input distribution (HACKS.md #16, #17).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+DISTRIBUTIONS = ("native", "scaled", "heavy_tailed", "shifted", "structured")
+
+
+def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "native") -> list[Any]:
+    """One input list: `get_inputs()` under `seed`, then transformed by `distribution`."""
+    torch.manual_seed(seed)
+    values = list(get_inputs())
+    if distribution == "native":
+        return values
+    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    return [_transform(v, distribution, gen) if _is_float_tensor(v) else v for v in values]
+
+
+def _is_float_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1
+
+
+def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Tensor:
+    lo, hi = float(t.min()), float(t.max())
+    nonneg, unit = lo >= 0.0, lo >= 0.0 and hi <= 1.0
+    base = t.to(torch.float32)
+    if distribution == "scaled":
+        factor = float(torch.empty(1).uniform_(2.0, 4.0, generator=gen))
+        out = base * factor if not unit else base.pow(factor)
+    elif distribution == "heavy_tailed":
+        noise = torch.distributions.StudentT(2.0).sample(base.shape).clamp(-50, 50)
+        out = noise.abs() if nonneg else noise
+        out = out / (out.abs().max() + 1e-6) if unit else out
+    elif distribution == "shifted":
+        shift = float(torch.empty(1).uniform_(0.5, 1.5, generator=gen))
+        out = base + shift if not unit else (base * 0.5 + 0.25)
+    elif distribution == "structured":
+        ramp = torch.linspace(-3.0, 3.0, base.numel()).reshape(base.shape)
+        out = ramp.abs() if nonneg else ramp
+        out = out / 3.0 if unit else out
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}")
+    return out.to(t.dtype).contiguous()
+
+
+def correctness_plan(trials: int) -> list[str]:
+    """Distribution of each correctness trial: native first, then the others in turn."""
+    return [DISTRIBUTIONS[i % len(DISTRIBUTIONS)] for i in range(trials)]
+
+
+def to_device(values: list[Any], device: str) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def nbytes(values: list[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))

@@ -1,0 +1,98 @@
+"""What a candidate may use. One place for every allow/deny list of the harness.
+
+The rule (DESIGN.md): the candidate's forward may create tensors, take views, copy and
+cast; every computation must happen in the compiled extension. These lists implement that
+rule at three levels: the dispatcher (`ALLOWED_ATEN_OPS`), the built module's imported
+symbols, and the sources.
+"""
+
+from __future__ import annotations
+
+import re
+
+ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
+    {
+        # creation
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+        "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "scalar_tensor",
+        "lift_fresh", "lift_fresh_copy", "arange",
+        # views and metadata
+        "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute",
+        "expand", "unsqueeze", "squeeze", "flatten", "unflatten", "slice", "select", "narrow", "split",
+        "split_with_sizes", "chunk", "unbind", "alias", "detach", "view_as", "diagonal", "movedim",
+        "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "_local_scalar_dense",
+        "record_stream", "set_", "resize_", "is_same_size", "is_nonzero",
+        # copies and casts
+        "contiguous", "clone", "copy_", "_to_copy", "to", "fill_", "zero_",
+    }
+)
+"""aten operator names (overload packets) allowed during the candidate's forward."""
+
+ALLOWED_IMPORTS: frozenset[str] = frozenset(
+    {"torch", "torch.nn", "torch.nn.functional", "math", "typing", "cuda_extension", "__future__",
+     "numbers", "dataclasses", "functools", "collections"}
+)
+"""Modules model_new.py may import (anything else lets the candidate reach the harness)."""
+
+FORBIDDEN_TORCH_ATTRS: frozenset[str] = frozenset(
+    {"utils", "library", "ops", "overrides", "autograd", "compile", "jit", "fx", "backends", "profiler",
+     "Event", "Stream", "_C", "_dynamo", "_inductor", "multiprocessing", "distributed", "hub", "load", "save",
+     "set_default_dtype", "set_default_device", "manual_seed", "seed", "random", "set_grad_enabled",
+     "use_deterministic_algorithms", "testing", "export", "func", "vmap", "classes", "package"}
+)
+"""torch.<attr> names model_new.py may not touch (timers, dispatch internals, compilers, RNG)."""
+
+FORBIDDEN_BUILTINS: frozenset[str] = frozenset(
+    {"__import__", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",
+     "delattr", "breakpoint", "input", "memoryview", "__builtins__", "exit", "quit", "help", "id"}
+)
+"""Builtins model_new.py may not call or name."""
+
+ALLOWED_DUNDERS: frozenset[str] = frozenset({"__init__", "__name__", "__future__"})
+
+FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), why)
+    for p, why in (
+        (r"\bdlopen\b|\bdlsym\b", "dynamic loading"),
+        (r"\bPyRun_|\bPyImport_|\bPyEval_|\bPy_CompileString|\bPyMarshal_", "Python C API execution"),
+        (r"(?:py|pybind11)::(?:module_?|module)::import|py::eval|py::exec|pybind11::eval|pybind11::exec", "importing Python from C++"),
+        (r"__import__|__builtins__", "reaching Python builtins from C++"),
+        (r"\bsystem\s*\(|\bpopen\s*\(|\bfork\s*\(|\bvfork\s*\(|\bexecv|\bexecl|\bposix_spawn", "starting processes"),
+        (r"std::thread|std::async|pthread_create", "threads outside OpenMP"),
+        (r"\bat::native::|at::cuda::blas|at::_ops::|redispatch|c10::Dispatcher|torch::jit|TORCH_LIBRARY", "calling torch's own kernels"),
+        (r"\bsocket\s*\(|\bconnect\s*\(", "network access"),
+        (r"ptrace|/proc/", "inspecting other processes"),
+        (r"cudaCtxResetPersistingL2Cache|cudaStreamAttrValue|accessPolicyWindow|cudaLimitPersistingL2CacheSize", "L2 persistence control"),
+    )
+)
+"""Patterns refused in kernels/* sources, with the reason shown to the model."""
+
+_ATEN_CALL = re.compile(r"at::_ops::([A-Za-z0-9_]+)::(call|redispatch)\b")
+FORBIDDEN_SYMBOL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), why)
+    for p, why in (
+        (r"^at::native::|^at::cpu::|^at::cuda::blas::|^at::meta::|^at::compositeexplicitautograd", "torch kernel entry point"),
+        (r"^dlopen|^dlsym|^dlmopen", "dynamic loading"),
+        (r"^PyRun_|^PyImport_|^PyEval_EvalCode|^Py_CompileString|^PyEval_GetGlobals|^PyEval_GetLocals|^PyEval_GetFrame", "Python execution"),
+        (r"^system$|^popen$|^fork$|^vfork$|^execv|^execl|^posix_spawn|^pthread_create$", "process or thread creation"),
+        (r"^socket$|^connect$", "network access"),
+        (r"^ptrace$|^process_vm_", "inspecting other processes"),
+        (r"^c10::Dispatcher::|^torch::jit::", "torch dispatcher internals"),
+        (r"^cudaCtxResetPersistingL2Cache$|^cuCtxResetPersistingL2Cache", "L2 persistence control"),
+    )
+)
+
+
+def symbol_violations(symbols: list[str]) -> list[str]:
+    """Violations among the (demangled) undefined symbols of a built module."""
+    found: list[str] = []
+    for sym in symbols:
+        match = _ATEN_CALL.search(sym)
+        if match and (match.group(2) == "redispatch" or match.group(1) not in ALLOWED_ATEN_OPS):
+            found.append(f"the extension calls torch operator at::{match.group(1)} (compute must be in your kernels)")
+            continue
+        for pattern, why in FORBIDDEN_SYMBOL_PATTERNS:
+            if pattern.search(sym):
+                found.append(f"the extension imports {sym.split('(')[0]} ({why})")
+                break
+    return sorted(set(found))

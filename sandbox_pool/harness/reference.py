@@ -1,0 +1,141 @@
+"""The trusted side of an evaluation: reference model, input draws and reference outputs.
+
+All of it lives in the trusted worker; the candidate's child receives inputs and weights
+through files and never sees a reference output.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from cuda_agent.errors import ProblemError
+from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
+from cuda_agent.sandbox_pool.harness.inputs import correctness_plan, draw, nbytes, to_device
+from cuda_agent.sandbox_pool.harness.problem import Problem
+from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, timing_file, trial_file
+
+MAX_REDRAWS = 20
+
+
+@dataclass
+class PreparedReference:
+    """Everything the parent keeps to judge one candidate."""
+
+    trial_outputs: list[list[Any]] = field(default_factory=list)
+    trial_distributions: list[str] = field(default_factory=list)
+    timing_prints: list[tuple[list[list[float]], list[list[float]]] | None] = field(default_factory=list)
+    reference_mutates_inputs: bool = False
+    output_nbytes: int = 0
+    perturbed: int = 0
+
+
+def perturb_parameters(model: torch.nn.Module, seed: int) -> int:
+    """Move every floating parameter away from its default init (HACKS.md #20).
+
+    Multiplicative noise keeps signs and scales; parameters that are exactly zero get a
+    small additive draw. Buffers (running stats, masks) are left alone.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    count = 0
+    with torch.no_grad():
+        for param in model.parameters():
+            if not param.is_floating_point():
+                continue
+            factor = torch.empty(param.shape, dtype=torch.float32).uniform_(0.5, 1.5, generator=gen)
+            additive = torch.randn(param.shape, generator=gen, dtype=torch.float32) * 0.05
+            new = torch.where(param.detach().cpu().float() == 0, additive, param.detach().cpu().float() * factor)
+            param.copy_(new.to(param.dtype))
+            count += 1
+    return count
+
+
+def build_reference(problem: Problem, init_seed: int, perturb_seed: int | None) -> tuple[torch.nn.Module, list[Any], int]:
+    """(model on CPU, init inputs, number of perturbed parameters)."""
+    try:
+        torch.manual_seed(init_seed)
+        init_inputs = list(problem.get_init_inputs())
+        torch.manual_seed(init_seed)
+        model = problem.model_cls(*init_inputs)
+    except Exception as exc:
+        raise ProblemError(f"reference Model could not be constructed: {type(exc).__name__}: {exc}") from exc
+    perturbed = perturb_parameters(model, perturb_seed) if perturb_seed is not None and isinstance(model, torch.nn.Module) else 0
+    return model, init_inputs, perturbed
+
+
+def _all_finite(values: list[Any]) -> bool:
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            return False
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+    return True
+
+
+def _run(model: Any, inputs: list[Any]) -> list[Any]:
+    with torch.no_grad():
+        return flatten_outputs(model(*inputs))
+
+
+def _mutates(model: Any, inputs: list[Any]) -> bool:
+    pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+    _run(model, inputs)
+    return any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
+
+
+def prepare(
+    problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timing_sets_wanted: int,
+    timing_budget_bytes: int, atol: float, rtol: float, perturb: bool = True,
+) -> tuple[PreparedReference, int, torch.nn.Module]:
+    """Write init/trial/timing files for a child and compute what the parent judges with.
+
+    Returns (prepared, number of timing sets written, reference model on `device`).
+    """
+    model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if isinstance(model, torch.nn.Module) else {}
+    torch.save({"init_inputs": init_inputs, "state_dict": state}, os.path.join(work_dir, INIT_FILE))
+    model = model.to(device)
+    prepared = PreparedReference(perturbed=perturbed)
+    draw_seed = seed + 100
+    for k, distribution in enumerate(correctness_plan(trials)):
+        inputs, outputs = _finite_draw(problem, model, device, distribution, draw_seed + 1000 * k)
+        if k == 0:
+            prepared.reference_mutates_inputs = _mutates(model, to_device(draw(problem.get_inputs, draw_seed, "native"), device))
+        torch.save(inputs, os.path.join(work_dir, trial_file(k)))
+        prepared.trial_outputs.append([o.cpu() if isinstance(o, torch.Tensor) else o for o in outputs])
+        prepared.trial_distributions.append(distribution)
+    prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
+    per_set = max(1, nbytes(draw(problem.get_inputs, draw_seed, "native")))
+    n_sets = max(3, min(timing_sets_wanted, timing_budget_bytes // per_set))
+    for k in range(n_sets):
+        inputs = draw(problem.get_inputs, seed + 50_000 + k, "native")
+        torch.save(inputs, os.path.join(work_dir, timing_file(k)))
+        outputs = _run(model, to_device(inputs, device))
+        prepared.timing_prints.append(
+            fingerprint_bounds(outputs, seed + 1000 * k, atol, rtol) if _all_finite(outputs) else None
+        )
+    return prepared, n_sets, model
+
+
+def _finite_draw(problem: Problem, model: Any, device: str, distribution: str, seed: int) -> tuple[list[Any], list[Any]]:
+    """A draw whose reference output is finite; falls back to native draws, then gives up."""
+    for attempt in range(MAX_REDRAWS):
+        dist = distribution if attempt < MAX_REDRAWS // 2 else "native"
+        inputs = draw(problem.get_inputs, seed + attempt, dist)
+        outputs = _run(model, to_device(inputs, device))
+        if _all_finite(outputs):
+            return inputs, outputs
+    raise ProblemError("the reference produces non-finite outputs on every input draw; the task is unusable")
+
+
+def write_baseline_files(problem: Problem, work_dir: str, seed: int, n_sets: int) -> None:
+    """Init and timing files for a baseline child (fixed seed: baselines are cached)."""
+    model, init_inputs, _ = build_reference(problem, seed, None)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if isinstance(model, torch.nn.Module) else {}
+    torch.save({"init_inputs": init_inputs, "state_dict": state}, os.path.join(work_dir, INIT_FILE))
+    for k in range(n_sets):
+        torch.save(draw(problem.get_inputs, seed + 50_000 + k, "native"), os.path.join(work_dir, timing_file(k)))

@@ -1,0 +1,171 @@
+"""Parent side of evaluation children: the zygote that forks them, and one child's pipe.
+
+The zygote is started once per trusted worker, before CUDA is initialised, with torch and
+the child code imported, so a child starts in milliseconds and never inherits the worker's
+memory (reference outputs live only in the worker). Messages from a child are JSON, never
+pickles: the child is untrusted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from cuda_agent.errors import InfraError, WorkerCrashedError
+from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
+
+MAX_MESSAGE_BYTES = 64 << 20
+
+
+class Zygote:
+    """A template process that forks evaluation children on request."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._exits: dict[int, int] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctrl: socket.socket | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+            )
+            theirs.close()
+            self._ctrl = ours
+            ours.settimeout(120)
+            try:
+                ready = json.loads(ours.recv(4096) or b"{}")
+            except (OSError, ValueError) as exc:
+                raise InfraError(f"the evaluation zygote did not start: {exc}") from exc
+            if not ready.get("ready"):
+                raise InfraError("the evaluation zygote did not start (is torch importable?)")
+            self._exits.clear()
+
+    def _read(self, timeout: float | None) -> dict[str, Any] | None:
+        assert self._ctrl is not None
+        self._ctrl.settimeout(timeout)
+        try:
+            data = self._ctrl.recv(4096)
+        except (TimeoutError, BlockingIOError):
+            return None
+        if not data:
+            raise WorkerCrashedError("the evaluation zygote died")
+        return json.loads(data)
+
+    def spawn(self, spec_json: str, fd: int) -> int:
+        """Fork a child that runs `spec_json` on pipe `fd`; returns its pid."""
+        self.start()
+        with self._lock:
+            assert self._ctrl is not None
+            socket.send_fds(self._ctrl, [spec_json.encode()], [fd])
+            while True:
+                message = self._read(60)
+                if message is None:
+                    raise WorkerCrashedError("the evaluation zygote did not answer")
+                if "exit" in message:
+                    self._exits[message["exit"]] = message["status"]
+                elif "pid" in message:
+                    return int(message["pid"])
+
+    def exit_status(self, pid: int, timeout: float = 2.0) -> int | None:
+        """Exit status of a child (negative: signal), waiting up to `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while pid not in self._exits:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                message = self._read(left)
+                if message and "exit" in message:
+                    self._exits[message["exit"]] = message["status"]
+            return self._exits.pop(pid)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._ctrl is not None:
+                self._ctrl.close()
+                self._ctrl = None
+            if self._proc is not None:
+                self._proc.kill()
+                self._proc.wait()
+                self._proc = None
+
+
+class ChildEnded(Exception):
+    """The child exited or broke the pipe before sending what was expected."""
+
+    def __init__(self, exitcode: int | None) -> None:
+        super().__init__(f"child ended ({describe_exit(exitcode)})")
+        self.exitcode = exitcode
+
+
+class ChildTimeout(Exception):
+    """The child did not answer before its deadline."""
+
+
+class ChildProcess:
+    """One running evaluation child."""
+
+    def __init__(self, zygote: Zygote, spec: ChildSpec) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._zygote = zygote
+        self._conn = Connection(os.dup(ours.fileno()))
+        ours.close()
+        try:
+            self.pid = zygote.spawn(spec.model_dump_json(), theirs.fileno())
+        finally:
+            theirs.close()
+
+    async def receive(self, deadline: float) -> dict[str, Any]:
+        """Next message; ChildTimeout past `deadline` (monotonic), ChildEnded if the child is gone."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChildTimeout
+            if not await asyncio.to_thread(self._conn.poll, min(left, 0.5)):
+                continue
+            try:
+                raw = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
+            except (EOFError, OSError):
+                raise ChildEnded(await asyncio.to_thread(self._zygote.exit_status, self.pid)) from None
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                return message
+
+    def kill(self) -> None:
+        """Kill the child and everything in its session."""
+        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, signal.SIGKILL)):
+            try:
+                target()
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._conn.close()
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """'killed by SIGSEGV' / 'exit code 3' / 'unknown exit'."""
+    if exitcode is None:
+        return "unknown exit"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"

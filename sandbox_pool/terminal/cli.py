@@ -1,0 +1,103 @@
+"""``cuda-agent sandbox``: run a command in the sandbox an agent would get on a workspace.
+
+Light at import: the backends (and the Docker SDK) load inside the command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cuda_agent.errors import CudaAgentError
+
+app = typer.Typer(
+    help="Terminal sandboxes (local namespaces, docker): reproduce what a model saw.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_EXEC_HELP = """Run CMD in exactly the sandbox an agent gets on the workspace DIR.
+
+Prints the command's stdout and stderr and exits with its exit code (124 on timeout).
+One CMD word is a shell command line; several words are quoted and joined.
+
+\b
+Examples:
+  cuda-agent sandbox exec runs/ws42 -- bash utils/compile.sh
+  cuda-agent sandbox exec runs/ws42 -- 'python -m utils.verification 2>&1 | tail'
+  cuda-agent sandbox exec --backend docker --image cuda-agent-sandbox-test:latest \\
+      --host-toolchain runs/ws42 -- g++ --version
+"""
+
+
+@app.command("exec", help=_EXEC_HELP)
+def exec_command(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The workspace.", exists=True, file_okay=False)],
+    cmd: Annotated[list[str], typer.Argument(metavar="CMD...", help="The command (after --).")],
+    backend: Annotated[str, typer.Option(help="local | docker (ignored with --config).")] = "local",
+    config: Annotated[
+        Optional[Path], typer.Option(help="YAML/JSON file of a sandbox config (the run's `sandbox:` section).")
+    ] = None,
+    image: Annotated[Optional[str], typer.Option(help="Docker image (docker backend).")] = None,
+    host_toolchain: Annotated[
+        bool, typer.Option(help="docker: mount the host's /usr and this venv read-only (the test image).")
+    ] = False,
+    timeout: Annotated[Optional[float], typer.Option(help="Wall-clock limit, seconds.")] = None,
+) -> None:
+    command = cmd[0] if len(cmd) == 1 else shlex.join(cmd)
+    try:
+        sandbox_config = _load_config(config, backend, image, host_toolchain)
+        result = asyncio.run(_run(sandbox_config, directory, command, timeout))
+    except CudaAgentError as exc:
+        typer.echo(f"cuda-agent sandbox: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if result.truncated:
+        typer.echo("[sandbox] output truncated (limits.max_output_bytes)", err=True)
+    if result.timed_out:
+        typer.echo(f"[sandbox] timed out after {result.duration_s:.1f} s; killed", err=True)
+    raise typer.Exit(result.exit_code if result.exit_code >= 0 else 128 - result.exit_code)
+
+
+def _load_config(path: Path | None, backend: str, image: str | None, host_toolchain: bool):
+    from pydantic import TypeAdapter, ValidationError
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.sandbox_pool.terminal.config import SandboxConfig
+
+    if path is not None:
+        text = path.read_text()
+        raw = json.loads(text) if path.suffix == ".json" else _yaml(text)
+    else:
+        raw = {"type": backend}
+    if image:
+        raw["image"] = image
+    if host_toolchain:
+        from cuda_agent.sandbox_pool.terminal.hostenv import host_toolchain_mounts
+
+        raw["host_mounts"] = {**host_toolchain_mounts(), **raw.get("host_mounts", {})}
+    try:
+        return TypeAdapter(SandboxConfig).validate_python(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid sandbox config: {exc}") from exc
+
+
+def _yaml(text: str) -> dict:
+    import yaml
+
+    data = yaml.safe_load(text) or {}
+    return data.get("sandbox", data)
+
+
+async def _run(config, directory: Path, command: str, timeout: float | None):
+    from cuda_agent.sandbox_pool.terminal.config import create_sandbox
+
+    async with create_sandbox(config, directory) as sandbox:
+        return await sandbox.run(command, timeout_s=timeout)

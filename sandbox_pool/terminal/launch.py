@@ -1,0 +1,150 @@
+"""How the local backend starts one sandboxed command: a mount plan, turned into argv.
+
+Every command gets fresh namespaces (mount, pid, net, ipc, uts; user when the caller is
+not root): starting them costs ~5 ms, and when the command's first process exits the
+pid namespace dies with everything it started, so no process outlives its command.
+
+Two launchers build the same view from one `MountPlan`:
+- bubblewrap (`bwrap_argv`), the default;
+- util-linux ``unshare`` + ``mount`` + ``chroot`` (`unshare_argv`), the fallback for
+  hosts without bubblewrap; slower (one ``mount`` process per mount).
+
+Privileges: a root caller's commands run as an unprivileged uid (`MountPlan.run_as`),
+because the kernel never applies RLIMIT_NPROC to root; a non-root caller's commands keep
+its uid inside a user namespace that may not create further user namespaces. In both
+cases the command holds no capabilities, so it cannot undo a read-only mount.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from cuda_agent.errors import SandboxUnavailableError
+from cuda_agent.sandbox_pool.terminal.hostenv import ancestors
+
+_FIX = (
+    "install bubblewrap (apt-get install bubblewrap) and allow user namespaces for non-root users "
+    "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu >= 23.10 also "
+    "kernel.apparmor_restrict_unprivileged_userns=0), or use the docker backend"
+)
+
+
+@dataclass
+class MountPlan:
+    """What a sandboxed command sees; every path on the left is a host path."""
+
+    ro_binds: list[tuple[str, str]] = field(default_factory=list)
+    symlinks: list[tuple[str, str]] = field(default_factory=list)  # (target, link path)
+    workspace: tuple[str, str] = ("", "/workspace")
+    protected: list[str] = field(default_factory=list)  # relative to the workspace, existing
+    tmp_dir: str = ""
+    shm_bytes: int = 256 * 1024 * 1024
+    run_as: tuple[int, int] | None = None  # root callers only
+
+    def folders(self) -> list[str]:
+        """Parents to create (mode 0755) so that every mount point is reachable by run_as."""
+        dsts = [d for _, d in self.ro_binds] + [self.workspace[1]]
+        return sorted({a for d in dsts for a in ancestors(d)} - {"/tmp"})
+
+
+def drop_privileges_argv(plan: MountPlan) -> list[str]:
+    """setpriv prefix: the command keeps no capability and cannot gain one."""
+    base = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    if plan.run_as is None:
+        return base
+    uid, gid = plan.run_as
+    return [*base, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+def bwrap_argv(plan: MountPlan) -> list[str]:
+    """bubblewrap prefix; append the command's argv."""
+    argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+    if plan.run_as is None:
+        argv += ["--unshare-user", "--disable-userns"]
+    else:  # privileged bwrap: keep just what setpriv needs to switch to run_as
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(plan.shm_bytes), "--tmpfs", "/dev/shm",
+             "--bind", plan.tmp_dir, "/tmp"]
+    for folder in plan.folders():
+        argv += ["--perms", "0755", "--dir", folder]
+    for target, link in plan.symlinks:
+        argv += ["--symlink", target, link]
+    for src, dst in plan.ro_binds:
+        argv += ["--ro-bind", src, dst]
+    ws_src, ws_dst = plan.workspace
+    argv += ["--bind", ws_src, ws_dst]
+    for rel in plan.protected:
+        argv += ["--ro-bind", f"{ws_src}/{rel}", f"{ws_dst}/{rel}"]
+    return [*argv, "--chdir", ws_dst, "--", *drop_privileges_argv(plan)]
+
+
+def unshare_argv(plan: MountPlan, root_dir: str) -> list[str]:
+    """unshare(1) prefix building the same view under `root_dir` (an empty host folder)."""
+    q = shlex.quote
+    r = q(root_dir)
+    lines = ["set -e", f"mount -t tmpfs -o mode=0755 sandbox-root {r}",
+             f"mkdir -p {r}/tmp", f"mount --bind {q(plan.tmp_dir)} {r}/tmp"]
+    for folder in plan.folders():
+        lines.append(f"mkdir -p {r}{q(folder)}")
+    for target, link in plan.symlinks:
+        lines.append(f"ln -s {q(target)} {r}{q(link)}")
+    binds = [(s, d, True) for s, d in plan.ro_binds] + [(*plan.workspace, False)]
+    binds += [(f"{plan.workspace[0]}/{rel}", f"{plan.workspace[1]}/{rel}", True) for rel in plan.protected]
+    for src, dst, ro in binds:
+        make = "mkdir -p" if os.path.isdir(src) else "touch"
+        opt = "-o ro " if ro else ""
+        lines += [f"[ -e {r}{q(dst)} ] || {make} {r}{q(dst)}", f"mount --bind {opt}{q(src)} {r}{q(dst)}"]
+    lines += [f"mkdir -p {r}/proc {r}/dev/shm {r}/dev/pts", f"mount -t proc proc {r}/proc",
+              f"mount -t tmpfs -o mode=1777,size={plan.shm_bytes} shm {r}/dev/shm"]
+    for dev in ("null", "zero", "full", "random", "urandom", "tty"):
+        lines += [f"touch {r}/dev/{dev}", f"mount --bind /dev/{dev} {r}/dev/{dev}"]
+    lines += [f"ln -s /proc/self/fd {r}/dev/fd"] + [
+        f"ln -s /proc/self/fd/{i} {r}/dev/{name}" for i, name in enumerate(("stdin", "stdout", "stderr"))
+    ]
+    tail = shlex.join(["env", "-C", plan.workspace[1], *drop_privileges_argv(plan)])
+    lines.append(f'exec chroot {r} {tail} "$@"')
+    argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
+            "--propagation", "private"]
+    if plan.run_as is None:
+        argv += ["--user", "--map-root-user"]
+    return [*argv, "--", "/bin/sh", "-c", "\n".join(lines), "sandbox"]
+
+
+@functools.lru_cache(maxsize=4)
+def probe_launcher(preference: str, as_root: bool) -> str:
+    """'bwrap' or 'unshare', whichever works here (checked once per process)."""
+    order = ["bwrap", "unshare"] if preference == "auto" else [preference]
+    problems = []
+    for name in order:
+        problem = _try(name, as_root)
+        if problem is None:
+            return name
+        problems.append(f"{name}: {problem}")
+    raise SandboxUnavailableError(f"no namespace launcher works here ({'; '.join(problems)}); fix: {_FIX}")
+
+
+def _try(name: str, as_root: bool) -> str | None:
+    if shutil.which(name) is None:
+        return "not installed"
+    for tool in ("setpriv", "prlimit"):
+        if shutil.which(tool) is None:
+            return f"{tool} (util-linux) not installed"
+    if name == "bwrap":
+        argv = ["bwrap", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev", "true"]
+        if not as_root:
+            argv[1:1] = ["--unshare-user"]
+    else:
+        argv = ["unshare", "--mount", "--net", "--pid", "--fork", "true"]
+        if not as_root:
+            argv[1:1] = ["--user", "--map-root-user"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")

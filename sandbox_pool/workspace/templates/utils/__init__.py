@@ -1,0 +1,1 @@
+"""Fixed infrastructure (read-only): thin entry points of the CUDA skill's scripts."""
