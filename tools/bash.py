@@ -69,7 +69,8 @@ async def bash(session: ToolSession, args: BashArgs) -> ToolObservation:
     try:
         result = await session.sandbox.run(args.command, timeout_s=timeout_s)
     except SandboxTimeoutError as exc:
-        raise ToolUsageError(ToolErrorKind.TIMEOUT, f"the command did not finish within {timeout_s:g} s: {exc}") from exc
+        message = f"the command did not finish within {timeout_s:g} s: {exc}"
+        raise ToolUsageError(ToolErrorKind.TIMEOUT, message) from exc
     text, cut = _render_result(result, timeout_s, session.config.max_output_chars)
     return ToolObservation(
         name="Bash",
@@ -99,7 +100,8 @@ def _job(session: ToolSession, job_id: str, argument: str) -> str:
 def _render_status(status: BackgroundStatus, max_chars: int) -> str:
     state = status.state if status.exit_code is None else f"{status.state} (exit code {status.exit_code})"
     output, _ = truncate_middle(_join(status.new_stdout, status.new_stderr), max_chars)
-    return f"Job {status.job_id}: {state}\n{output or '(no new output)'}"
+    cut = "\n[the sandbox truncated this output in the middle]" if status.truncated else ""
+    return f"Job {status.job_id}: {state}\n{output or '(no new output)'}{cut}"
 
 
 @tool("BashOutput", BashOutputArgs)

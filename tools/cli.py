@@ -31,10 +31,16 @@ def tool(
         "", "--sandbox-factory", hidden=True, help="'module:function' building the sandbox (tests)."
     ),
 ) -> None:
-    """Exit status 0 when the call was carried out, 1 when the observation is an error."""
+    """Exit status 0 when the call was carried out, 1 when the observation is an error, 2 without a sandbox."""
     if backend not in ("local", "docker"):
         raise typer.BadParameter("use local or docker", param_hint="--backend")
-    observation = asyncio.run(_run(workspace, name, arguments, backend, sandbox_factory or None))
+    from cuda_agent.errors import CudaAgentError
+
+    try:
+        observation = asyncio.run(_run(workspace, name, arguments, backend, sandbox_factory or None))
+    except CudaAgentError as exc:  # no usable sandbox here: not a tool observation
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
     typer.echo(observation.model_dump_json(indent=2) if as_json else observation.text)
     raise typer.Exit(1 if observation.is_error else 0)
 

@@ -59,7 +59,8 @@ def signature(model: type[BaseModel]) -> str:
     required = set(schema.get("required", []))
     parts = []
     for key, prop in schema.get("properties", {}).items():
-        kind = prop.get("type") or "/".join(p.get("type", "?") for p in prop.get("anyOf", []) if p.get("type") != "null")
+        options = [p.get("type", "?") for p in prop.get("anyOf", []) if p.get("type") != "null"]
+        kind = prop.get("type") or "/".join(options)
         parts.append(f"{key}{'' if key in required else '?'}: {kind or 'object'}")
     return ", ".join(parts)
 

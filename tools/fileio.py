@@ -43,7 +43,7 @@ async def read_bytes(session: ToolSession, relative: str, raw: str) -> bytes:
     size = await asyncio.to_thread(_host_size, session.workspace / relative)
     if size == -1:
         raise _is_directory(raw)
-    if size is None and session.workspace.exists():
+    if size is None and session.workspace_on_host:
         raise _not_found(raw)
     if size is not None and size > limit:
         raise ToolUsageError(
@@ -84,7 +84,7 @@ async def read_text(session: ToolSession, relative: str, raw: str) -> str:
 
 async def exists(session: ToolSession, relative: str) -> bool:
     """Whether a file (or directory) exists at `relative`."""
-    if session.workspace.exists():
+    if session.workspace_on_host:
         return await asyncio.to_thread((session.workspace / relative).exists)
     try:
         await session.sandbox.read_file(relative)

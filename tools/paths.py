@@ -70,7 +70,7 @@ def _resolve_on_host(workspace: Path, relative: str) -> str | None:
 async def resolve(session: ToolSession, raw: str, *, what: str = "file_path") -> str:
     """`normalize`, then refuse paths that leave the workspace through a symlink."""
     relative = normalize(session, raw, what=what)
-    if not session.workspace.exists():  # a remote workspace: its backend enforces this
+    if not session.workspace_on_host:  # a remote workspace: its backend enforces this
         return relative
     resolved = await asyncio.to_thread(_resolve_on_host, session.workspace, relative)
     if resolved is None:
@@ -93,7 +93,7 @@ async def resolve_writable(session: ToolSession, raw: str) -> str:
     if relative == ROOT:
         raise ToolUsageError(ToolErrorKind.IS_DIRECTORY, f"'{raw}' is the workspace root, not a file.")
     targets = {relative}
-    if session.workspace.exists():
+    if session.workspace_on_host:
         resolved = await asyncio.to_thread(_resolve_on_host, session.workspace, relative)
         if resolved is not None:
             targets.add(resolved)

@@ -1,7 +1,7 @@
 """Making a sandbox and a session from configuration, for hosts that do not bind one themselves.
 
-Used by the veRL adapters (lazy sessions) and by `cuda-agent tool`. The sandbox backends
-are imported only here, only when a session is made.
+Used by the veRL adapters (lazy sessions) and by `cuda-agent tool`. `create_sandbox`
+imports a backend only when it is used (the Docker SDK only for docker).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from cuda_agent.errors import ConfigError, SandboxUnavailableError, WorkspaceError
+from cuda_agent.errors import ConfigError, WorkspaceError
 from cuda_agent.sandbox_pool.terminal.base import TerminalSandbox
 from cuda_agent.tools.session import ToolSession
 from cuda_agent.tools.settings import ToolsConfig
@@ -29,8 +29,13 @@ class SandboxToolConfig(BaseModel):
 
     type: Literal["native"] = Field("native", description="veRL's tool type; only 'native' exists.")
     backend: Literal["local", "docker"] = Field("local", description="Terminal sandbox backend.")
+    sandbox_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fields of the backend's config (LocalSandboxConfig / DockerSandboxConfig), e.g. image, limits.",
+    )
     sandbox_factory: str | None = Field(
-        None, description="'module:function' taking a workspace Path and returning a TerminalSandbox; overrides backend."
+        None,
+        description="'module:function' taking a workspace Path and returning a TerminalSandbox; overrides backend.",
     )
     idle_timeout_s: float = Field(900.0, gt=0, description="Lazily created sessions idle this long are closed.")
     workspace_parent: str | None = Field(
@@ -78,17 +83,13 @@ def make_sandbox(config: SandboxToolConfig, workspace: Path) -> TerminalSandbox:
     if config.sandbox_factory:
         module_name, _, attribute = config.sandbox_factory.partition(":")
         return getattr(importlib.import_module(module_name), attribute)(workspace)
+    from cuda_agent.sandbox_pool.terminal.config import SandboxConfig, create_sandbox
+
     try:
-        from cuda_agent.sandbox_pool.terminal import config as terminal_config
-    except ImportError as exc:
-        raise SandboxUnavailableError(
-            "no terminal sandbox backend is installed (cuda_agent.sandbox_pool.terminal.config is missing)"
-        ) from exc
-    if config.backend == "local":
-        backend_config = terminal_config.LocalSandboxConfig()
-    else:
-        backend_config = terminal_config.DockerSandboxConfig()
-    return terminal_config.create_sandbox(backend_config, workspace)
+        backend_config = TypeAdapter(SandboxConfig).validate_python({**config.sandbox_options, "type": config.backend})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid sandbox_options for the {config.backend} backend: {exc}") from exc
+    return create_sandbox(backend_config, workspace, protected=list(config.tools.protected_paths))
 
 
 def _fresh_workspace(parent: str | None, kwargs: CreateKwargs) -> Path:

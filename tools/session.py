@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -53,6 +54,11 @@ class ToolSession:
     def workspace(self) -> Path:
         """Host path of the workspace root."""
         return Path(self.sandbox.workspace)
+
+    @functools.cached_property
+    def workspace_on_host(self) -> bool:
+        """Whether the workspace is a directory of this host (then paths are checked here too)."""
+        return self.workspace.is_dir()
 
     def touch(self) -> None:
         """Mark the session as used now (idle reaping counts from here)."""

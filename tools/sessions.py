@@ -140,7 +140,7 @@ class SessionRegistry:
             and now - entry.session.last_used_s > entry.idle_timeout_s
         ]
         for trajectory_id in idle:
-            logger.info("closing tool session %s after %s s idle", trajectory_id, self._entries[trajectory_id].idle_timeout_s)
+            logger.info("closing tool session %s: idle", trajectory_id)
             await self.release(trajectory_id)
         return idle
 

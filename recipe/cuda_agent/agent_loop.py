@@ -25,7 +25,13 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from cuda_agent.errors import ConfigError, InfraError, PoolError, SandboxError, WorkspaceError
-from cuda_agent.recipe.environment import TrajectoryEnvironment, open_environment, save_snapshot, tool_schemas
+from cuda_agent.recipe.environment import (
+    Observation,
+    TrajectoryEnvironment,
+    open_environment,
+    save_snapshot,
+    tool_schemas,
+)
 from cuda_agent.recipe.loop_config import LoopLimits, loop_config_from_kwargs, reward_kwargs_of
 from cuda_agent.recipe.metrics import StopReason, TrajectoryMetrics
 from cuda_agent.recipe.outputs import build_output
@@ -199,26 +205,30 @@ class _Episode:
         messages.append(_assistant_message(content, calls))
         return calls
 
-    async def _act(self, calls: list[ParsedCall]) -> list[tuple[str, bool]]:
+    async def _act(self, calls: list[ParsedCall]) -> list[str]:
         """Run the turn's calls in order (a later call may depend on an earlier one)."""
         results = []
         with self.metrics.timer("tools_s"):
             for index, call in enumerate(calls):
+                observation = await self._run_call(call, index)
                 refused = call.error is not None or index >= self.limits.max_calls_per_turn
-                if call.error is not None:
-                    text, is_error = call.error, True
-                elif refused:
-                    text, is_error = f"Not run: at most {self.limits.max_calls_per_turn} tool calls per turn.", True
-                else:
-                    observation = await self.env.call(call.name, call.arguments or {})
-                    text, is_error = observation.text, observation.is_error
-                self.metrics.record_call(call.name, call.arguments, is_error, refused)
-                results.append((truncate_middle(text, self.limits.max_observation_chars), is_error))
+                self.metrics.record_call(
+                    call.name, call.arguments, is_error=observation.is_error, refused=refused,
+                    exit_code=observation.exit_code,
+                )
+                results.append(truncate_middle(observation.text, self.limits.max_observation_chars))
         return results
+
+    async def _run_call(self, call: ParsedCall, index: int) -> Observation:
+        if call.error is not None:
+            return Observation(text=call.error, is_error=True)
+        if index >= self.limits.max_calls_per_turn:
+            return Observation(text=f"Not run: at most {self.limits.max_calls_per_turn} tool calls per turn.", is_error=True)
+        return await self.env.call(call.name, call.arguments or {})
 
     async def _observe(self, trajectory: TokenTrajectory, messages: list, calls: list[ParsedCall], results) -> bool:
         """Append the observations (mask 0); False if they would leave no room to generate."""
-        tool_messages = [_tool_message(call, text) for call, (text, _) in zip(calls, results, strict=True)]
+        tool_messages = [_tool_message(call, text) for call, text in zip(calls, results, strict=True)]
         merge, mask, logprobs = await self.loop.ct_merge_context_msg(
             list(messages),
             messages + tool_messages,

@@ -30,6 +30,8 @@ class Observation:
 
     text: str
     is_error: bool
+    exit_code: int | None = None
+    """Exit code of a Bash command (None for other tools)."""
 
 
 def tool_schemas() -> list[dict[str, Any]]:
@@ -53,7 +55,12 @@ class TrajectoryEnvironment:
         from cuda_agent.tools import call_tool
 
         observation = await call_tool(self.session, name, arguments)
-        return Observation(text=observation.text, is_error=observation.is_error)
+        exit_code = observation.metrics.get("exit_code")
+        return Observation(
+            text=observation.text,
+            is_error=observation.is_error,
+            exit_code=None if exit_code is None else int(exit_code),
+        )
 
     async def candidate_files(self) -> dict[str, str]:
         """The candidate files now in the workspace (raises ``WorkspaceError`` for unusable ones)."""

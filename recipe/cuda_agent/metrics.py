@@ -40,7 +40,9 @@ class TrajectoryMetrics(BaseModel):
     malformed_calls: int = Field(0, description="Calls refused before running (unparsable, unknown tool, bad JSON).")
     calls_by_tool: dict[str, int] = Field(default_factory=dict, description="Calls per tool name.")
     compiles: int = Field(0, description="Bash calls that ran the compile script.")
-    verify_passes: int = Field(0, description="Bash calls that ran verification and succeeded.")
+    compile_passes: int = Field(0, description="... and exited 0.")
+    verifies: int = Field(0, description="Bash calls that ran verification.")
+    verify_passes: int = Field(0, description="... and exited 0.")
     generation_s: float = Field(0.0, description="Time waiting for the LLM.")
     tools_s: float = Field(0.0, description="Time running tools.")
     evaluation_s: float = Field(0.0, description="Time of the final evaluation.")
@@ -57,18 +59,23 @@ class TrajectoryMetrics(BaseModel):
         finally:
             setattr(self, field, getattr(self, field) + time.monotonic() - started)
 
-    def record_call(self, name: str, arguments: dict[str, Any] | None, is_error: bool, refused: bool) -> None:
-        """Count one tool call."""
+    def record_call(
+        self, name: str, arguments: dict[str, Any] | None, *, is_error: bool, refused: bool, exit_code: int | None
+    ) -> None:
+        """Count one tool call (compiles and verifications are Bash calls running the skill scripts)."""
         self.tool_calls += 1
         self.tool_errors += int(is_error)
         self.malformed_calls += int(refused)
         key = name or "<unparsed>"
         self.calls_by_tool[key] = self.calls_by_tool.get(key, 0) + 1
-        command = str((arguments or {}).get("command", "")) if name == "Bash" else ""
+        command = str((arguments or {}).get("command", "")) if name == "Bash" and not refused else ""
+        passed = exit_code == 0 and not is_error
         if _COMPILE.search(command):
             self.compiles += 1
-        if _VERIFY.search(command) and not is_error:
-            self.verify_passes += 1
+            self.compile_passes += int(passed)
+        if _VERIFY.search(command):
+            self.verifies += 1
+            self.verify_passes += int(passed)
 
     def agent_loop_metrics(self) -> AgentLoopMetrics:
         """veRL's timing record."""
@@ -87,6 +94,8 @@ class TrajectoryMetrics(BaseModel):
             "agent/tool_errors": self.tool_errors,
             "agent/malformed_calls": self.malformed_calls,
             "agent/compiles": self.compiles,
+            "agent/compile_passes": self.compile_passes,
+            "agent/verifies": self.verifies,
             "agent/verify_passes": self.verify_passes,
             "agent/generation_s": self.generation_s,
             "agent/tools_s": self.tools_s,

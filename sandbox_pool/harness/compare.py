@@ -70,56 +70,49 @@ def _compare_one(o: Any, r: Any, atol: float, rtol: float) -> str | None:
     )
 
 
-PROJECTIONS = 4
-_CHUNK = 1 << 22
+SAMPLES = 2048
 
 
-def _projections(flat: torch.Tensor, seed: int, absolute: bool = False) -> list[float]:
-    """`PROJECTIONS` random projections of a float64 vector, chunked to bound memory.
-
-    The weights come from a generator on the tensor's own device, so the candidate's
-    process and the trusted process draw identical weights for the same seed.
-    """
-    gen = torch.Generator(device=flat.device).manual_seed(seed)
-    acc = torch.zeros(PROJECTIONS, dtype=torch.float64, device=flat.device)
-    for start in range(0, flat.numel(), _CHUNK):
-        part = flat[start : start + _CHUNK]
-        w = torch.randn(PROJECTIONS, part.numel(), generator=gen, dtype=torch.float64, device=flat.device)
-        acc += (w.abs() if absolute else w) @ part
-    return acc.tolist()
+def _sample_indices(numel: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    if numel <= SAMPLES:
+        return torch.arange(numel)
+    return torch.randint(0, numel, (SAMPLES,), generator=gen)
 
 
 def fingerprint(tensors: list[Any], seed: int) -> list[list[float]]:
-    """Per output: `PROJECTIONS` random projections in float64 (NaN propagates and fails)."""
+    """Per output: its values at `SAMPLES` positions drawn from `seed` (all of a small output).
+
+    A timed output is judged by the elementwise rule at these positions: no false
+    positives, and a stale or skipped result fails at almost every sampled position.
+    """
     prints = []
     for i, t in enumerate(tensors):
         if not isinstance(t, torch.Tensor):
-            prints.append([float(t)] * PROJECTIONS)
+            prints.append([float(t)])
             continue
-        prints.append(_projections(t.detach().reshape(-1).to(torch.float64), seed + i))
+        flat = t.detach().reshape(-1)
+        idx = _sample_indices(flat.numel(), seed + i).to(flat.device)
+        prints.append(flat[idx].to("cpu", torch.float64).tolist())
     return prints
 
 
 def fingerprint_bounds(ref: list[Any], seed: int, atol: float, rtol: float) -> tuple[list[list[float]], list[list[float]]]:
-    """Reference projections and the largest deviation an elementwise-close output can have."""
-    values, bounds = [], []
-    for i, r in enumerate(ref):
-        if not isinstance(r, torch.Tensor):
-            values.append([float(r)] * PROJECTIONS)
-            bounds.append([atol + rtol * abs(float(r))] * PROJECTIONS)
-            continue
-        flat = r.detach().reshape(-1).to(torch.float64)
-        values.append(_projections(flat, seed + i))
-        bounds.append(_projections(atol + rtol * flat.abs(), seed + i, absolute=True))
+    """Reference values at the sampled positions and their elementwise tolerances."""
+    values, bounds = fingerprint(ref, seed), []
+    for row in values:
+        bounds.append([atol + rtol * abs(v) for v in row])
     return values, bounds
 
 
 def fingerprint_mismatch(got: list[list[float]], ref: list[list[float]], bound: list[list[float]]) -> bool:
-    """True if a timed output cannot be elementwise-close to the reference."""
+    """True if a timed output differs from the reference beyond tolerance at a sampled position."""
     if len(got) != len(ref):
         return True
     for g_row, r_row, b_row in zip(got, ref, bound):
+        if len(g_row) != len(r_row):
+            return True
         for g, r, b in zip(g_row, r_row, b_row):
-            if not abs(g - r) <= b * 1.0001 + 1e-9:  # NaN fails too
+            if not abs(g - r) <= b:  # NaN fails too
                 return True
     return False

@@ -77,17 +77,17 @@ class WorkspaceFiles:
         return fd, parts[-1]
 
     def _step(self, fd: int, name: str, norm: str, create: bool) -> int:
+        """Descriptor of the folder `name` in `fd` (created if asked); closes `fd` on success only."""
         try:
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-        except FileNotFoundError:
-            if not create:
-                os.close(fd)
-                raise ToolCallError(f"no such file: {norm}") from None
-            os.mkdir(name, 0o755, dir_fd=fd)
-            self._chown(name, fd)
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise ToolCallError(f"no such file: {norm}") from None
+                os.mkdir(name, 0o755, dir_fd=fd)
+                self._chown(name, fd)
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
-            os.close(fd)
             raise self._walk_error(exc, norm) from exc
         os.close(fd)
         return child

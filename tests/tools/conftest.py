@@ -83,15 +83,19 @@ def _docker(workspace: Path) -> TerminalSandbox:
         from cuda_agent.sandbox_pool.terminal.docker import DockerSandbox  # noqa: F401
     except ImportError:
         pytest.skip("the docker terminal sandbox backend is not built yet")
+    from cuda_agent.sandbox_pool.terminal.hostenv import host_toolchain_mounts
+
     try:
         import docker
 
-        docker.from_env().ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means: no usable engine here
-        pytest.skip(f"no Docker engine: {exc}")
-    return create_sandbox(DockerSandboxConfig(), workspace)
+        docker.from_env().images.get(DOCKER_TEST_IMAGE)
+    except Exception as exc:  # noqa: BLE001 - any failure means: no usable engine or image here
+        pytest.skip(f"no Docker engine or no {DOCKER_TEST_IMAGE} image (docker/build_test_image.sh): {exc}")
+    config = DockerSandboxConfig(image=DOCKER_TEST_IMAGE, host_mounts=host_toolchain_mounts())
+    return create_sandbox(config, workspace)
 
 
+DOCKER_TEST_IMAGE = "cuda-agent-sandbox-test:latest"
 BACKENDS = ["host", "local", pytest.param("docker", marks=pytest.mark.docker)]
 
 

@@ -26,7 +26,8 @@ def _app() -> typer.Typer:
 
 
 def test_tool_command_runs_one_call(workspace: Path) -> None:
-    result = CliRunner().invoke(_app(), ["tool", str(workspace), "Read", '{"file_path": "model.py", "limit": 1}', *FACTORY])
+    arguments = '{"file_path": "model.py", "limit": 1}'
+    result = CliRunner().invoke(_app(), ["tool", str(workspace), "Read", arguments, *FACTORY])
     assert result.exit_code == 0, result.output
     assert result.output.startswith("     1\timport torch\n") and "continue with offset=2" in result.output
 
@@ -38,6 +39,13 @@ def test_tool_command_error_observation_and_json(workspace: Path) -> None:
     assert result.exit_code == 1
     observation = json.loads(result.output)
     assert observation["is_error"] and observation["error"] == "protected_path"
+
+
+def test_tool_command_on_the_local_sandbox(workspace: Path) -> None:
+    pytest.importorskip("cuda_agent.sandbox_pool.terminal.local", reason="the local sandbox is not built yet")
+    result = CliRunner().invoke(_app(), ["tool", str(workspace), "Bash", '{"command": "pwd; ls model.py"}'])
+    assert result.exit_code == 0, result.output
+    assert result.output == "/workspace\nmodel.py\n"
 
 
 def test_tool_command_rejects_unknown_backend(workspace: Path) -> None:

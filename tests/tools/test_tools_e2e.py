@@ -88,20 +88,30 @@ async def _bash(session: ToolSession, command: str) -> str:
     return obs.text
 
 
-async def test_scripted_session_reaches_a_positive_reward(sandbox: TerminalSandbox, workspace: Path) -> None:
+async def test_scripted_session_reaches_a_positive_reward(
+    sandbox: TerminalSandbox, workspace: Path, request: pytest.FixtureRequest
+) -> None:
+    if request.node.callspec.params["sandbox"] != "host":
+        # Seen with the local backend: utils.verification evaluates in an embedded pool inside
+        # the sandbox, and the harness's child hardening then fails with "ValueError: not allowed
+        # to raise maximum limit" (the sandbox already lowered the rlimits). DESIGN.md has the
+        # scripts reach the pool outside the sandbox over CUDA_AGENT_POOL; remove this once wired.
+        request.applymarker(pytest.mark.xfail(reason="in-sandbox evaluation needs the pool (CUDA_AGENT_POOL)"))
     from cuda_agent.sandbox_pool.harness.evaluator import evaluate_job
     from cuda_agent.sandbox_pool.harness.models import EvalJob
     from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
     session = ToolSession(sandbox)
     assert "Model" in (await call_tool(session, "Read", {"file_path": "model.py"})).text
-    await _bash(session, "python3 -m utils.profiling")
+    first = await call_tool(session, "Bash", {"command": "python3 -m utils.profiling", "timeout": 600_000})
+    assert "reference profile" in first.text  # no candidate yet: the reference's profile only
     for path, content in {"kernels/scale_relu.cpp": KERNEL, "model_new.py": MODEL_NEW}.items():
         assert not (await call_tool(session, "Write", {"file_path": path, "content": content})).is_error
     await _bash(session, "bash utils/compile.sh")
     await _bash(session, "python3 -m utils.verification")
-    await _bash(session, "python3 -m utils.profiling")
+    profile = await _bash(session, "python3 -m utils.profiling")
     await session.close()
+    print(profile)
 
     job = EvalJob(problem_src=PROBLEM, files=read_candidate_files(workspace), device="cpu")
     result = await evaluate_job(job)

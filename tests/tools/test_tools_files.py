@@ -199,3 +199,18 @@ async def test_parallel_edits_of_one_file_do_not_lose_updates(session: ToolSessi
     ]
     assert not any(obs.is_error for obs in await asyncio.gather(*calls))
     assert (workspace / "k.cu").read_text() == "".join(f"w{i}\n" for i in range(20))
+
+
+async def test_absolute_paths_as_the_sandbox_shows_them(session: ToolSession) -> None:
+    cwd = (await call_tool(session, "Bash", {"command": "pwd"})).text.strip()
+    obs = await call_tool(session, "Read", {"file_path": f"{cwd}/model_new.py"})
+    assert not obs.is_error and "class ModelNew" in obs.text, (cwd, obs.text)
+    obs = await call_tool(session, "Write", {"file_path": f"{cwd}/kernels/abs.cu", "content": "x"})
+    assert not obs.is_error and "kernels/abs.cu" in obs.text
+
+
+async def test_the_sandbox_sees_what_the_tools_wrote(session: ToolSession) -> None:
+    await call_tool(session, "Write", {"file_path": "kernels/seen.cu", "content": "int seen;\n"})
+    assert (await call_tool(session, "Bash", {"command": "cat kernels/seen.cu"})).text == "int seen;"
+    await call_tool(session, "Bash", {"command": "echo 'made inside' > kernels/inside.txt"})
+    assert (await call_tool(session, "Read", {"file_path": "kernels/inside.txt"})).text == "     1\tmade inside"

@@ -32,11 +32,15 @@ async def clean_registry():
     await sessions.default_registry().close_all()
 
 
-def _config(tmp_path: Path, **extra: Any) -> Path:
-    """The shipped YAML with the test sandbox factory in every entry's config."""
+def _config(tmp_path: Path, backend: str = "host", **extra: Any) -> Path:
+    """The shipped YAML, with the test sandbox factory for backend 'host'."""
+    if backend == "local":
+        pytest.importorskip("cuda_agent.sandbox_pool.terminal.local", reason="the local sandbox is not built yet")
+    else:
+        extra["sandbox_factory"] = "host_sandbox:host_sandbox"
     config = yaml.safe_load(SHIPPED.read_text())
     for entry in config["tools"]:
-        entry["config"] = {**entry["config"], "sandbox_factory": "host_sandbox:host_sandbox", **extra}
+        entry["config"] = {**entry["config"], **extra}
     path = tmp_path / "tools.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -45,7 +49,9 @@ def _config(tmp_path: Path, **extra: Any) -> Path:
 def _loop(tools: list) -> SimpleNamespace:
     """What ToolAgentLoop._call_tool reads from `self`."""
     return SimpleNamespace(
-        tools={tool.name: tool for tool in tools}, max_tool_response_length=100_000, tool_response_truncate_side="middle"
+        tools={tool.name: tool for tool in tools},
+        max_tool_response_length=100_000,
+        tool_response_truncate_side="middle",
     )
 
 
@@ -78,8 +84,9 @@ def test_shipped_yaml_loads_with_complete_schemas() -> None:
     assert tools[6].tool_schema.function.parameters.properties["edits"].type == "array"
 
 
-async def test_lazy_session_per_trajectory_from_a_template(tmp_path: Path, workspace: Path) -> None:
-    loop = _loop(initialize_tools_from_config(str(_config(tmp_path))))
+@pytest.mark.parametrize("backend", ["host", "local"])
+async def test_lazy_session_per_trajectory_from_a_template(tmp_path: Path, workspace: Path, backend: str) -> None:
+    loop = _loop(initialize_tools_from_config(str(_config(tmp_path, backend))))
     kwargs = {"sandbox": {"create_kwargs": {"template_dir": str(workspace)}}}
     first, second = _agent_data("same-id", kwargs), _agent_data("same-id", kwargs)
     assert "Created kernels/a.cu" in await _call(loop, first, "Write", {"file_path": "kernels/a.cu", "content": "A"})
@@ -88,13 +95,14 @@ async def test_lazy_session_per_trajectory_from_a_template(tmp_path: Path, works
     assert not (workspace / "kernels/a.cu").exists()  # the template is never modified
     registry = sessions.default_registry()
     assert len(registry) == 2
-    fresh = Path(await _call(loop, first, "Bash", {"command": "pwd"}))
-    assert fresh.is_dir() and fresh != workspace
+    session = next(iter(registry._entries.values())).session
+    fresh = session.workspace
+    assert fresh.is_dir() and fresh != workspace and (fresh / "kernels/a.cu").read_text() == "A"
     del first
     gc.collect()
-    for _ in range(50):
-        await asyncio.sleep(0.01)
-        if len(registry) == 1:
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        if len(registry) == 1 and not fresh.exists():
             break
     assert len(registry) == 1 and not fresh.exists()  # released at the end of the trajectory
 
@@ -123,6 +131,14 @@ async def test_files_seed_and_tool_specific_create_kwargs(tmp_path: Path) -> Non
     loop = _loop(initialize_tools_from_config(str(_config(tmp_path, tools={"protected_paths": []}))))
     kwargs = {"Read": {"create_kwargs": {"files": json.dumps({"task.md": "hello"})}}}
     assert await _call(loop, _agent_data("x", kwargs), "Read", {"file_path": "task.md"}) == "     1\thello"
+
+
+async def test_bad_sandbox_options_are_a_config_error(tmp_path: Path) -> None:
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.tools.provision import SandboxToolConfig, make_sandbox
+
+    with pytest.raises(ConfigError, match="sandbox_options"):
+        make_sandbox(SandboxToolConfig(sandbox_options={"imag": "x"}), tmp_path)
 
 
 async def test_bad_create_kwargs_are_a_config_error(tmp_path: Path) -> None:

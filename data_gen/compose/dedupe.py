@@ -1,0 +1,31 @@
+"""Duplicate detection by normalised-source hash (see `similarity.normalized_hash`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cuda_agent.data_gen.similarity import normalized_hash
+
+
+class Deduper:
+    """Remembers the normal forms seen so far; two sources that differ only in identifiers,
+    constants (shapes, sizes), comments or layout count as duplicates."""
+
+    def __init__(self, sources: Iterable[str] = ()) -> None:
+        self._seen: set[str] = set()
+        for source in sources:
+            self.add(source)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def add(self, source: str) -> bool:
+        """Record `source`; True if it was new. A source that does not parse counts as new."""
+        try:
+            key = normalized_hash(source)
+        except SyntaxError:
+            return True
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True

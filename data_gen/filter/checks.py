@@ -1,0 +1,258 @@
+"""The filter's checks, run inside one throw-away task process (see `isolation.py`).
+
+Order (the first failure is the verdict): load -> eager run -> finite -> deterministic ->
+not constant -> distinguishable across inputs -> eager time in the window -> torch.compile
+runs and matches eager. The eager phase holds the device's timing lock; compilation does not,
+so other task processes can compile while one times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from cuda_agent.data_gen.filter.models import Criterion, FilterConfig, FilterResult
+from cuda_agent.data_gen.loader import import_source
+from cuda_agent.errors import ProblemError
+
+
+class Rejected(Exception):
+    """A failed check: carries the criterion (internal to the task process)."""
+
+    def __init__(self, criterion: Criterion, detail: str) -> None:
+        super().__init__(detail)
+        self.criterion = criterion
+        self.detail = detail[:2000]
+
+
+@contextlib.contextmanager
+def device_lock(path: str | None) -> Iterator[None]:
+    """An exclusive flock on `path` (released by the kernel even if the process is killed)."""
+    if path is None:
+        yield
+        return
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _flatten(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _flatten(item)]
+    raise Rejected(Criterion.EAGER_ERROR, f"forward returned {type(value).__name__}, not tensors")
+
+
+def _close(a: Any, b: Any, atol: float, rtol: float) -> bool:
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return bool(torch.equal(a, b))
+    return bool(torch.allclose(a, b, atol=atol, rtol=rtol))
+
+
+def _all_close(xs: Sequence[Any], ys: Sequence[Any], atol: float, rtol: float) -> bool:
+    return len(xs) == len(ys) and all(_close(x, y, atol, rtol) for x, y in zip(xs, ys))
+
+
+def _constant_match(out: Any, atol: float, rtol: float) -> str | None:
+    """Name of a constant that matches `out` within tolerance, or None."""
+    import torch
+
+    if out.numel() <= 1:
+        return None  # a scalar is judged by the across-inputs check
+    values = out.detach().double()
+    candidates = {"zero": 0.0, "mean": values.mean().item(), "median": values.flatten().median().item()}
+    for name, constant in candidates.items():
+        if torch.allclose(values, torch.full_like(values, constant), atol=atol, rtol=rtol):
+            return name
+    return None
+
+
+def _to(value: Any, device: str) -> Any:
+    import torch
+
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def _synchronizer(device: str) -> Callable[[], None]:
+    import torch
+
+    if device.startswith("cuda"):
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def time_ms(fn: Callable[[], Any], sync: Callable[[], None], config: FilterConfig) -> float:
+    """Median wall time of `fn` in ms, with warm-up; stops early when clearly above the window."""
+    for _ in range(config.warmup_runs):
+        fn()
+        sync()
+    samples: list[float] = []
+    too_slow_s = 3 * config.window_ms[1] / 1000
+    while len(samples) < config.max_runs and (len(samples) < config.min_runs or sum(samples) < config.min_time_s):
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - start)
+        if len(samples) >= 2 and min(samples) > too_slow_s:
+            break
+    return statistics.median(samples) * 1000
+
+
+class _TaskRun:
+    """State of one task inside its process."""
+
+    def __init__(self, source: str, config: FilterConfig, device: str) -> None:
+        self.config = config
+        self.device = device
+        self.sync = _synchronizer(device)
+        self.module = self._load(source)
+        self.model, self.inputs_a, self.inputs_b = self._instantiate()
+
+    def _load(self, source: str) -> Any:
+        try:
+            return import_source(source)
+        except ProblemError as exc:
+            raise Rejected(Criterion.LOAD_ERROR, str(exc)) from exc
+
+    def _draw(self, seed: int) -> list[Any]:
+        import torch
+
+        torch.manual_seed(seed)
+        return [_to(x, self.device) for x in self.module.get_inputs()]
+
+    def _instantiate(self) -> tuple[Any, list[Any], list[Any]]:
+        import torch
+
+        try:
+            torch.manual_seed(self.config.seed)
+            model = self.module.Model(*self.module.get_init_inputs()).to(self.device)
+            return model, self._draw(self.config.seed), self._draw(self.config.seed + 1)
+        except Exception as exc:  # the task's own code failed
+            raise Rejected(Criterion.LOAD_ERROR, f"{type(exc).__name__}: {exc}") from exc
+
+    def run(self, model: Any, inputs: Sequence[Any], criterion: Criterion = Criterion.EAGER_ERROR) -> list[Any]:
+        try:
+            out = model(*inputs)
+            self.sync()
+        except Rejected:
+            raise
+        except Exception as exc:  # the task's own code failed
+            raise Rejected(criterion, f"{type(exc).__name__}: {exc}") from exc
+        return [t.detach().clone() for t in _flatten(out)]
+
+
+def _check_finite(outputs: Sequence[Any]) -> None:
+    import torch
+
+    for out in outputs:
+        if out.is_floating_point() and not bool(torch.isfinite(out).all()):
+            raise Rejected(Criterion.NON_FINITE, "output holds NaN or Inf")
+
+
+def eager_checks(run: _TaskRun) -> tuple[list[Any], float]:
+    """Every check on the eager model; returns its outputs on the first draw and the median eager time."""
+    c = run.config
+    out_a = run.run(run.model, run.inputs_a)
+    _check_finite(out_a)
+    again = run.run(run.model, run.inputs_a)
+    if not _all_close(out_a, again, c.det_atol, c.det_rtol):
+        raise Rejected(Criterion.NONDETERMINISTIC, "two runs on the same inputs differ")
+    out_b = run.run(run.model, run.inputs_b)
+    _check_finite(out_b)
+    for out in (*out_a, *out_b):
+        if (name := _constant_match(out, c.atol, c.rtol)) is not None:
+            raise Rejected(Criterion.CONSTANT_OUTPUT, f"the constant {name} matches an output within tolerance")
+    if _all_close(out_a, out_b, c.atol, c.rtol):
+        raise Rejected(Criterion.INDISTINGUISHABLE, "outputs for two input draws match within tolerance")
+    eager_ms = time_ms(lambda: run.model(*run.inputs_a), run.sync, c)
+    lo, hi = c.window_ms
+    if eager_ms < lo:
+        raise Rejected(Criterion.TOO_FAST, f"eager {eager_ms:.4g} ms < {lo} ms")
+    if eager_ms > hi:
+        raise Rejected(Criterion.TOO_SLOW, f"eager {eager_ms:.4g} ms > {hi} ms")
+    return out_a, eager_ms
+
+
+def compile_check(run: _TaskRun, reference: Sequence[Any]) -> float:
+    """Compile the model, run it once on the first draw, compare with eager; returns the seconds taken."""
+    import torch
+
+    c = run.config
+    start = time.perf_counter()
+    try:
+        compiled = torch.compile(run.model, backend=c.compile_backend, mode=c.compile_mode)
+    except Exception as exc:  # the task's own code failed to compile
+        raise Rejected(Criterion.COMPILE_ERROR, f"{type(exc).__name__}: {exc}") from exc
+    out = run.run(compiled, run.inputs_a, Criterion.COMPILE_ERROR)
+    elapsed = time.perf_counter() - start
+    if not _all_close(reference, out, c.atol, c.rtol):
+        raise Rejected(Criterion.COMPILE_MISMATCH, "compiled output differs from eager beyond tolerance")
+    return elapsed
+
+
+def _setup(config: FilterConfig, device: str) -> None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # FP32 baselines, TF32 off (precision policy 'paper')
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    if device == "cpu":
+        torch.set_num_threads(config.threads_per_worker)
+    else:
+        torch.cuda.set_device(device)
+    with contextlib.suppress(Exception):  # inductor may be absent in minimal builds
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = config.compile_threads
+
+
+def evaluate(task_id: str, source: str, config: FilterConfig, device: str, lock_path: str | None) -> FilterResult:
+    """Run every check on one task in this process; never raises for the task's own failures."""
+    import torch
+
+    start = time.perf_counter()
+    result = FilterResult(task_id=task_id, kept=False, device=device, host=socket.gethostname())
+    _setup(config, device)
+    try:
+        with torch.no_grad():
+            run = _TaskRun(source, config, device)
+            with device_lock(lock_path):
+                reference, result.eager_ms = eager_checks(run)
+            if config.compile:
+                result.compile_s = compile_check(run, reference)
+        result.kept = True
+    except Rejected as rejected:
+        result.criterion, result.detail = rejected.criterion, rejected.detail
+    result.duration_s = time.perf_counter() - start
+    return result
+
+
+def child_main(connection: Any, task_id: str, source: str, config_json: str, device: str,
+               lock_path: str | None) -> None:
+    """Entry point of a task process: evaluate, send the verdict as JSON, exit."""
+    os.setpgrp()  # the parent kills the whole group on timeout (compiler subprocesses included)
+    config = FilterConfig.model_validate_json(config_json)
+    if config.memory_limit_mb and device == "cpu":
+        import resource
+
+        limit = config.memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    result = evaluate(task_id, source, config, device, lock_path)
+    connection.send(result.model_dump_json())
+    connection.close()

@@ -1,0 +1,82 @@
+"""One task, one process: a hanging or crashing task costs its own verdict, never the run.
+
+Task processes are forked from a forkserver that imported torch (and the compiler stack)
+once, so a task starts in milliseconds instead of paying ``import torch`` again. The
+forkserver never touches CUDA, so every child initialises its own CUDA context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
+import socket
+import time
+
+from cuda_agent.data_gen.filter.models import Criterion, FilterConfig, FilterResult
+from cuda_agent.errors import InfraError
+
+logger = logging.getLogger(__name__)
+
+PRELOAD = ["torch", "torch._dynamo", "torch._inductor.compile_fx", "cuda_agent.data_gen.filter.checks"]
+_CONTEXT: multiprocessing.context.BaseContext | None = None
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    global _CONTEXT
+    if _CONTEXT is None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(PRELOAD)
+        _CONTEXT = context
+    return _CONTEXT
+
+
+def _kill_group(process: multiprocessing.process.BaseProcess) -> None:
+    if process.pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        process.kill()
+
+
+def run_isolated(task_id: str, source: str, config: FilterConfig, device: str, lock_path: str | None) -> FilterResult:
+    """Judge one task in a fresh process; raises InfraError only when the process cannot be started."""
+    from cuda_agent.data_gen.filter.checks import child_main
+
+    context = _context()
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=child_main, name=f"filter-{task_id}",
+                              args=(sender, task_id, source, config.model_dump_json(), device, lock_path))
+    start = time.perf_counter()
+    try:
+        process.start()
+    except OSError as exc:
+        raise InfraError(f"cannot start a task process: {exc}") from exc
+    sender.close()
+    payload: str | None = None
+    timed_out = False
+    try:
+        if receiver.poll(config.timeout_s):
+            with contextlib.suppress(EOFError, OSError):
+                payload = receiver.recv()
+        else:
+            timed_out = True
+    finally:
+        if timed_out:
+            _kill_group(process)
+        process.join(timeout=10)
+        if process.is_alive():
+            _kill_group(process)
+            process.join(timeout=10)
+        receiver.close()
+    duration = time.perf_counter() - start
+    if payload is not None:
+        return FilterResult.model_validate_json(payload)
+    base = {"task_id": task_id, "kept": False, "duration_s": duration, "device": device, "host": socket.gethostname()}
+    if timed_out:
+        return FilterResult(**base, criterion=Criterion.TIMEOUT, detail=f"no verdict within {config.timeout_s} s")
+    return FilterResult(**base, criterion=Criterion.CRASH, detail=f"task process exited with code {process.exitcode}")

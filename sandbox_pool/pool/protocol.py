@@ -1,0 +1,100 @@
+"""The wire format of the pool: one JSON object per line, a request then its response.
+
+Shared by the unix-socket server and the Ray dispatcher, so every remote backend answers
+the same way and errors keep their type across the wire::
+
+    -> {"op": "submit", "job": {EvalJob}, "priority": 0, "timeout_s": null}
+    <- {"ok": true, "result": {EvalResult}}
+    -> {"op": "status"}
+    <- {"ok": true, "status": {PoolStatus}}
+    <- {"ok": false, "error": {"type": "PoolOverloadedError", "message": "..."}}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal, NoReturn
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cuda_agent import errors
+from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult
+from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
+
+logger = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""Longest request or response line (a job carries its sources)."""
+
+_WIRE_ERRORS: dict[str, type[errors.CudaAgentError]] = {
+    cls.__name__: cls
+    for cls in (errors.PoolError, errors.PoolTimeoutError, errors.PoolOverloadedError, errors.PoolUnreachableError,
+                errors.InfraError, errors.WorkerCrashedError, errors.ConfigError, errors.ProblemError)
+}
+
+
+class PoolRequest(BaseModel):
+    """One request to a pool."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["submit", "status"] = Field(description="What to do.")
+    job: EvalJob | None = Field(None, description="The job (submit only).")
+    priority: int = Field(0, description="Higher is served first.")
+    timeout_s: float | None = Field(None, gt=0, description="Deadline of the job; None = the pool's default.")
+
+
+class WireError(BaseModel):
+    """An error raised by the pool, by the name of its class in cuda_agent.errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(description="Class name, e.g. 'PoolOverloadedError'.")
+    message: str = Field(description="Its message.")
+
+
+class PoolResponse(BaseModel):
+    """The answer to one request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool = Field(description="False when `error` is set.")
+    result: EvalResult | None = Field(None, description="The evaluation (submit).")
+    status: PoolStatus | None = Field(None, description="The pool's metrics (status).")
+    error: WireError | None = Field(None, description="Why the request failed.")
+
+
+def error_response(exc: BaseException) -> PoolResponse:
+    name = type(exc).__name__ if type(exc).__name__ in _WIRE_ERRORS else "PoolError"
+    return PoolResponse(ok=False, error=WireError(type=name, message=str(exc) or name))
+
+
+def raise_wire_error(error: WireError | None) -> NoReturn:
+    """Re-raise a pool error received over the wire as its own class."""
+    if error is None:
+        raise errors.PoolError("the pool answered ok=false without an error")
+    raise _WIRE_ERRORS.get(error.type, errors.PoolError)(error.message)
+
+
+async def handle_request(pool: Pool, raw: str | bytes) -> PoolResponse:
+    """Answer one request line with `pool`; never raises for a bad request or a pool error."""
+    try:
+        request = PoolRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        return error_response(errors.ConfigError(f"malformed pool request: {exc}"))
+    try:
+        if request.op == "status":
+            return PoolResponse(ok=True, status=await pool.status())
+        if request.job is None:
+            return error_response(errors.ConfigError("a submit request needs a job"))
+        result = await pool.evaluate(request.job, priority=request.priority, timeout_s=request.timeout_s)
+        return PoolResponse(ok=True, result=result)
+    except errors.CudaAgentError as exc:
+        return error_response(exc)
+    except Exception as exc:  # a pool bug: log it loudly here, report it as lost to the caller
+        logger.exception("the pool failed on a %s request", request.op)
+        return error_response(errors.PoolError(f"the pool failed: {type(exc).__name__}: {exc}"))
+
+
+def response_line(response: PoolResponse) -> bytes:
+    return response.model_dump_json().encode() + b"\n"

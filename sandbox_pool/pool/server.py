@@ -1,0 +1,131 @@
+"""Serve a pool on a unix socket (what ``cuda-agent pool serve`` runs).
+
+Skill scripts inside terminal sandboxes reach the pool through this socket mounted into
+the sandbox: no network is needed. A connection carries requests one after another (the
+client waits for each answer); a job whose connection closes before its answer is
+withdrawn from the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import stat
+from pathlib import Path
+
+from cuda_agent.errors import ConfigError, PoolError
+from cuda_agent.sandbox_pool.pool.base import Pool
+from cuda_agent.sandbox_pool.pool.protocol import MAX_LINE_BYTES, error_response, handle_request, response_line
+
+logger = logging.getLogger(__name__)
+
+
+def default_socket_path() -> Path:
+    """$XDG_RUNTIME_DIR/cuda_agent/pool.sock, else /tmp/cuda_agent-<uid>/pool.sock."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    base = Path(runtime) / "cuda_agent" if runtime else Path(f"/tmp/cuda_agent-{os.getuid()}")
+    return base / "pool.sock"
+
+
+class PoolServer:
+    """Answers `protocol` requests on `path` with `pool`. ``async with PoolServer(pool, path): ...``."""
+
+    def __init__(self, pool: Pool, path: Path | str, *, mode: int = 0o600) -> None:
+        self.pool = pool
+        self.path = Path(path)
+        self.mode = mode
+        self._server: asyncio.base_events.Server | None = None
+        self._handlers: set[asyncio.Task] = set()
+
+    @property
+    def address(self) -> str:
+        return str(self.path)
+
+    async def start(self) -> None:
+        if len(str(self.path).encode()) > 107:
+            raise ConfigError(f"socket path {self.path} is longer than the 107 bytes a unix socket allows")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_socket(self.path)
+        self._server = await asyncio.start_unix_server(self._handle, path=str(self.path), limit=MAX_LINE_BYTES)
+        os.chmod(self.path, self.mode)
+        if hasattr(self.pool, "address"):
+            self.pool.address = self.address
+        logger.info("pool serving on %s", self.path)
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._handlers):
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    async def __aenter__(self) -> "PoolServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            while line := await reader.readline():
+                response = await self._answer(line, reader)
+                if response is None:
+                    break
+                writer.write(response_line(response))
+                await writer.drain()
+        except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
+            logger.warning("pool connection dropped: %s", exc)
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+
+    async def _answer(self, line: bytes, reader: asyncio.StreamReader):
+        """The response to `line`, or None when the client hung up first (its job is withdrawn)."""
+        job = asyncio.create_task(handle_request(self.pool, line))
+        hangup = asyncio.create_task(reader.read(1))
+        try:
+            await asyncio.wait({job, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not job.done():
+                job.cancel()  # the client is gone (or we are closing): withdraw its job
+            hangup.cancel()
+        if job.cancelled():
+            return None
+        if hangup.done() and not hangup.cancelled() and hangup.result():
+            return error_response(PoolError("the client sent a request before the previous answer"))
+        return job.result()
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """Remove a socket file no server listens on; refuse to take over a live one."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError(f"{path} exists and is not a socket; choose another --socket path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink()
+        return
+    finally:
+        probe.close()
+    raise PoolError(f"a pool already serves at {path}; connect to it (CUDA_AGENT_POOL={path}) or stop it first")

@@ -1,0 +1,54 @@
+"""The one stand-in of the recipe tests: an LLM server that answers with scripted replies.
+
+It implements what veRL's ``LLMServerClient`` offers agent loops — ``async generate(request_id,
+*, prompt_ids, sampling_params, ...) -> TokenOutput`` — so the real ``AgentLoopWorker`` drives the
+real agent loops with it. Each trajectory follows the script whose key appears in its prompt;
+replies are text, tokenized with the real tokenizer, ended by EOS, and cut at ``max_tokens``
+as vLLM would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from verl.workers.rollout.replica import TokenOutput
+
+
+class ServerFailure(RuntimeError):
+    """Raised by a script step to simulate the LLM server failing mid-trajectory."""
+
+
+@dataclass
+class Script:
+    """Replies of one trajectory; the last reply repeats once the list is exhausted."""
+
+    replies: list[str | BaseException]
+    fail_after: int | None = None
+
+
+@dataclass
+class ScriptedServer:
+    tokenizer: object
+    scripts: dict[str, Script]
+    requests: list[dict] = field(default_factory=list)
+    _by_request: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def key_of(self, prompt_ids: list[int]) -> str:
+        text = self.tokenizer.decode(prompt_ids)
+        keys = [key for key in self.scripts if key in text]
+        assert len(keys) == 1, f"prompt matches scripts {keys}"
+        return keys[0]
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs) -> TokenOutput:
+        await asyncio.sleep(0)
+        key, turn = self._by_request.get(request_id) or (self.key_of(prompt_ids), 0)
+        self._by_request[request_id] = (key, turn + 1)
+        self.requests.append({"key": key, "turn": turn, "prompt_ids": list(prompt_ids), "params": dict(sampling_params)})
+        replies = self.scripts[key].replies
+        reply = replies[min(turn, len(replies) - 1)]
+        if isinstance(reply, BaseException):
+            raise reply
+        token_ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+        token_ids = token_ids[: int(sampling_params.get("max_tokens", len(token_ids)))]
+        return TokenOutput(token_ids=token_ids, log_probs=[-0.25] * len(token_ids), stop_reason="completed", num_preempted=0)

@@ -1,0 +1,87 @@
+"""Each stage's outcome on good and bad input: a clear verdict, the process survives."""
+
+from __future__ import annotations
+
+import pytest
+
+from cuda_agent.sandbox_pool.harness import EvalStatus
+from cuda_agent.sandbox_pool.harness.compare import compare_outputs
+from cuda_agent.sandbox_pool.harness.static_check import check_candidate
+
+from test_hacks import HONEST, model_new
+
+
+def test_honest_candidate_is_correct_and_timed(evaluate_cpu) -> None:
+    result = evaluate_cpu(HONEST, profile=True)
+    assert result.status is EvalStatus.OK, result.error
+    assert result.correct and result.compiled
+    assert result.reward in (1.0, 2.0, 3.0)
+    assert result.runtime_us and result.eager_us and result.runtime_us > 0
+    assert len(result.timings["candidate"].samples_us) == 5
+    assert result.receipt.seed == 7 and result.receipt.problem_sha256
+
+
+def test_legitimate_views_and_allocation_in_python_are_allowed(evaluate_cpu) -> None:
+    src = model_new(
+        """
+        flat = x.contiguous().view(-1, x.shape[-1])
+        out = cuda_extension.scale_bias(flat, self.scale, self.bias)
+        return out.view(x.shape).clone()
+        """
+    )
+    result = evaluate_cpu(src)
+    assert result.correct, result.error
+
+
+@pytest.mark.parametrize(
+    ("forward", "status"),
+    [
+        ("return cuda_extension.segfault(x)", EvalStatus.CRASH),
+        ("return cuda_extension.hog(x)", EvalStatus.CRASH),
+        ("return cuda_extension.scale_bias(x, self.scale, self.bias)[:, :10]", EvalStatus.INCORRECT),
+        ("return cuda_extension.scale_bias(x, self.scale, self.bias).double()", EvalStatus.INCORRECT),
+        ("return cuda_extension.scale_bias(x, self.scale, self.bias) * float('nan')", EvalStatus.VIOLATION),
+        ("raise ValueError('boom')", EvalStatus.CRASH),
+    ],
+)
+def test_bad_candidates_get_a_clear_verdict(evaluate_cpu, forward: str, status: EvalStatus) -> None:
+    result = evaluate_cpu(model_new(forward))
+    assert result.status is status, (result.status, result.error)
+    assert result.reward == -1.0 and result.error
+
+
+def test_endless_kernel_times_out(evaluate_cpu) -> None:
+    result = evaluate_cpu(model_new("return cuda_extension.spin(x)"), run_timeout_s=20)
+    assert result.status is EvalStatus.TIMEOUT and result.reward == -1.0
+
+
+def test_compile_error_is_reported_concisely(evaluate_cpu) -> None:
+    result = evaluate_cpu(HONEST, "#include <torch/types.h>\nint broken( { }\n")
+    assert result.status is EvalStatus.COMPILE_ERROR and result.compiled is False
+    assert "kernels/k.cpp" in result.stages["compile"].log
+    assert "In file included from" not in result.stages["compile"].log
+
+
+def test_missing_model_new_and_syntax_errors(evaluate_cpu) -> None:
+    assert evaluate_cpu("", files={"kernels/k.cpp": "int x;"}).status is EvalStatus.STATIC_CHECK_FAILED
+    assert evaluate_cpu("def (:\n").status is EvalStatus.STATIC_CHECK_FAILED
+    assert evaluate_cpu("import torch\nclass Other: pass\n").status is EvalStatus.STATIC_CHECK_FAILED
+
+
+def test_infrastructure_failure_is_not_scored(evaluate_cpu) -> None:
+    result = evaluate_cpu(HONEST, problem="this is not python(")
+    assert result.status is EvalStatus.INFRA_ERROR
+    assert result.reward is None and result.is_infra_failure
+
+
+def test_static_check_allows_the_skill_contract() -> None:
+    assert check_candidate({"model_new.py": HONEST, "kernels/a.cu": "__global__ void k(){}"}).ok
+
+
+def test_compare_semantics() -> None:
+    import torch
+
+    ref = [torch.tensor([1.0, float("nan"), 100.0])]
+    assert compare_outputs([torch.tensor([1.005, float("nan"), 100.9])], ref, 1e-2, 1e-2) is None
+    assert compare_outputs([torch.tensor([1.05, float("nan"), 100.0])], ref, 1e-2, 1e-2)
+    assert "dtype" in compare_outputs([ref[0].double()], ref, 1e-2, 1e-2)
