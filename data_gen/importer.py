@@ -25,7 +25,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.data_gen.compose.dedupe import Deduper
 from cuda_agent.data_gen.ids import content_id, safe
 from cuda_agent.data_gen.loader import check_source
 from cuda_agent.data_gen.models import Provenance, Task, TaskKind
@@ -67,7 +66,7 @@ class ImportReport(BaseModel):
     read: int = Field(description="Rows / files read.")
     imported: int = Field(description="Tasks appended to the output.")
     invalid: int = Field(description="Rows whose source is missing or not KernelBench format.")
-    duplicates: int = Field(description="Rows whose normalised source repeats an earlier one.")
+    duplicates: int = Field(description="Rows whose source text repeats an earlier one (exact duplicates only).")
     skipped_existing: int = Field(description="Tasks already in the output (resumed).")
 
 
@@ -174,7 +173,7 @@ def import_tasks(path: str | Path, out: str | Path, *, prefix: str = "ops6k",
     store = JsonlStore(out, Task)
     existing = store.load()
     existing_ids = {t.id for t in existing}
-    deduper = Deduper(t.source for t in existing)
+    sources = {t.source.strip() for t in existing}
     records = read_records(path)
     fresh: list[Task] = []
     invalid = duplicates = skipped = 0
@@ -190,9 +189,10 @@ def import_tasks(path: str | Path, out: str | Path, *, prefix: str = "ops6k",
             logger.debug("skipping %s: %s", task.id, exc)
             invalid += 1
             continue
-        if not deduper.add(task.source):
+        if task.source.strip() in sources:
             duplicates += 1
             continue
+        sources.add(task.source.strip())
         existing_ids.add(task.id)
         fresh.append(task)
     written = store.append(fresh)

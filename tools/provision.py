@@ -58,6 +58,10 @@ class CreateKwargs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workspace_dir: str | None = Field(None, description="Use this existing directory in place (one trajectory only).")
+    problem_src: str | None = Field(
+        None, description="A CUDA task's model.py: create_workspace makes the fresh workspace (then template, files)."
+    )
+    device: Literal["cpu", "cuda"] = Field("cuda", description="The device of a workspace made from problem_src.")
     template_dir: str | None = Field(None, description="Copy this directory into a fresh per-trajectory workspace.")
     files: dict[str, str] | None = Field(
         None, description="Files to seed into the fresh workspace: path -> content (a dict or its JSON text)."
@@ -94,6 +98,10 @@ def make_sandbox(config: SandboxToolConfig, workspace: Path) -> TerminalSandbox:
 
 def _fresh_workspace(parent: str | None, kwargs: CreateKwargs) -> Path:
     root = Path(tempfile.mkdtemp(prefix="cuda-agent-ws-", dir=parent))
+    if kwargs.problem_src is not None:
+        from cuda_agent.sandbox_pool.workspace import create_workspace
+
+        create_workspace(kwargs.problem_src, root, kwargs.device)
     if kwargs.template_dir:
         template = Path(kwargs.template_dir)
         if not template.is_dir():

@@ -89,13 +89,15 @@ class SessionRegistry:
         if existing is not None:
             return existing
         lock = self._locks.setdefault(trajectory_id, asyncio.Lock())
-        async with lock:
-            existing = self.get(trajectory_id)
-            if existing is not None:
-                return existing
-            session = await factory()
-            self._entries[trajectory_id] = _Entry(session=session, owned=True, idle_timeout_s=idle_timeout_s)
-        self._locks.pop(trajectory_id, None)
+        try:
+            async with lock:
+                existing = self.get(trajectory_id)
+                if existing is not None:
+                    return existing
+                session = await factory()
+                self._entries[trajectory_id] = _Entry(session=session, owned=True, idle_timeout_s=idle_timeout_s)
+        finally:
+            self._locks.pop(trajectory_id, None)
         self._ensure_reaper()
         return session
 

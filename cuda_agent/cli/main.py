@@ -24,6 +24,7 @@ _MOUNTS: list[tuple[str, str, str | None]] = [
     ("cuda_agent.cli.workspace_cmds", "register", None),
     ("cuda_agent.sandbox_pool.terminal.cli", "app", "sandbox"),
     ("cuda_agent.tools.cli", "register", None),
+    ("cuda_agent.sandbox_pool.pool.cli", "app", "pool"),
 ]
 
 

@@ -192,12 +192,11 @@ class _Episode:
             self.metrics.num_preempted = max(self.metrics.num_preempted, 0) + output.num_preempted
         token_ids = output.token_ids[: trajectory.remaining]
         logprobs = output.log_probs[: len(token_ids)] if output.log_probs else None
+        previous_logprobs = trajectory.logprobs
+        if logprobs is not None and previous_logprobs is None:
+            previous_logprobs = [0.0] * trajectory.response_length
         merge, mask, merged_logprobs = await self.loop.ct_merge_assistant_token(
-            trajectory.token_ids,
-            token_ids,
-            trajectory.response_mask,
-            trajectory.logprobs if (trajectory.logprobs is not None or logprobs) else None,
-            assistant_logprobs=logprobs,
+            trajectory.token_ids, token_ids, trajectory.response_mask, previous_logprobs, assistant_logprobs=logprobs
         )
         trajectory.update(merge.token_ids, mask, merged_logprobs)
         self.metrics.turns += 1

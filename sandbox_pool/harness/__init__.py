@@ -34,7 +34,7 @@ __all__ = [
     "TimingStats",
 ]
 
-from cuda_agent.sandbox_pool.harness.build import BuildResult, build_extension  # noqa: E402
+from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension  # noqa: E402
 from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig, evaluate_job  # noqa: E402
 
 __all__ += ["BuildResult", "Evaluator", "EvaluatorConfig", "build_extension", "evaluate_job"]

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import CudaAgentError, InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
-from cuda_agent.sandbox_pool.harness.build import BuildResult, build_extension, default_cache_dir
-from cuda_agent.sandbox_pool.harness.build.symbols import check_module_symbols
+from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
+from cuda_agent.sandbox_pool.harness.compiler.symbols import check_module_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
 from cuda_agent.sandbox_pool.harness.compare import compare_outputs, fingerprint_mismatch
 from cuda_agent.sandbox_pool.harness.models import (

@@ -1,6 +1,6 @@
 """The compile step of the pool: candidate builds on the CPUs, before a GPU worker is taken.
 
-The build is content-addressed (harness.build), so the evaluator reuses it for free; a
+The build is content-addressed (harness.compiler), so the evaluator reuses it for free; a
 candidate that fails the static check is not compiled at all (the evaluator reports it).
 """
 

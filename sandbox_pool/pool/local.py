@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cuda_agent.errors import PoolError
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalResult, EvalStatus
-from cuda_agent.sandbox_pool.harness.build import default_cache_dir
+from cuda_agent.sandbox_pool.harness.compiler import default_cache_dir
 from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
 from cuda_agent.sandbox_pool.pool.compile import prebuild
 from cuda_agent.sandbox_pool.pool.config import LocalPoolConfig

@@ -6,8 +6,10 @@ pid namespace dies with everything it started, so no process outlives its comman
 
 Two launchers build the same view from one `MountPlan`:
 - bubblewrap (`bwrap_argv`), the default;
-- util-linux ``unshare`` + ``mount`` + ``chroot`` (`unshare_argv`), the fallback for
-  hosts without bubblewrap; slower (one ``mount`` process per mount).
+- util-linux ``unshare`` + ``mount`` + ``chroot``, the fallback for hosts without
+  bubblewrap: a holder process per sandbox keeps the mount namespace
+  (`unshare_holder_argv`), each command enters it in a fresh pid namespace
+  (`unshare_command_argv`).
 
 Privileges: a root caller's commands run as an unprivileged uid (`MountPlan.run_as`),
 because the kernel never applies RLIMIT_NPROC to root; a non-root caller's commands keep
@@ -84,8 +86,13 @@ def bwrap_argv(plan: MountPlan) -> list[str]:
     return [*argv, "--chdir", ws_dst, "--", *drop_privileges_argv(plan)]
 
 
-def unshare_argv(plan: MountPlan, root_dir: str) -> list[str]:
-    """unshare(1) prefix building the same view under `root_dir` (an empty host folder)."""
+def unshare_holder_argv(plan: MountPlan, root_dir: str) -> list[str]:
+    """A long-lived process holding the mount (and net, ipc, uts) namespace of the view.
+
+    It builds the same view as bubblewrap under `root_dir` (an empty host folder), prints
+    ``ready`` and sleeps; each command then enters its namespaces (`unshare_command_argv`),
+    so the dozens of ``mount`` calls are paid once per sandbox, not per command.
+    """
     q = shlex.quote
     r = q(root_dir)
     lines = ["set -e", f"mount -t tmpfs -o mode=0755 sandbox-root {r}",
@@ -100,20 +107,27 @@ def unshare_argv(plan: MountPlan, root_dir: str) -> list[str]:
         make = "mkdir -p" if os.path.isdir(src) else "touch"
         opt = "-o ro " if ro else ""
         lines += [f"[ -e {r}{q(dst)} ] || {make} {r}{q(dst)}", f"mount --bind {opt}{q(src)} {r}{q(dst)}"]
-    lines += [f"mkdir -p {r}/proc {r}/dev/shm {r}/dev/pts", f"mount -t proc proc {r}/proc",
+    lines += [f"mkdir -p {r}/proc {r}/dev/shm {r}/dev/pts",
               f"mount -t tmpfs -o mode=1777,size={plan.shm_bytes} shm {r}/dev/shm"]
     for dev in ("null", "zero", "full", "random", "urandom", "tty"):
         lines += [f"touch {r}/dev/{dev}", f"mount --bind /dev/{dev} {r}/dev/{dev}"]
     lines += [f"ln -s /proc/self/fd {r}/dev/fd"] + [
         f"ln -s /proc/self/fd/{i} {r}/dev/{name}" for i, name in enumerate(("stdin", "stdout", "stderr"))
     ]
-    tail = shlex.join(["env", "-C", plan.workspace[1], *drop_privileges_argv(plan)])
-    lines.append(f'exec chroot {r} {tail} "$@"')
-    argv = ["unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
-            "--propagation", "private"]
+    lines += ["echo ready", "exec sleep infinity"]
+    argv = ["unshare", "--mount", "--net", "--ipc", "--uts", "--propagation", "private"]
     if plan.run_as is None:
         argv += ["--user", "--map-root-user"]
-    return [*argv, "--", "/bin/sh", "-c", "\n".join(lines), "sandbox"]
+    return [*argv, "--", "/bin/sh", "-c", "\n".join(lines), "sandbox-holder"]
+
+
+def unshare_command_argv(plan: MountPlan, root_dir: str, holder_pid: int) -> list[str]:
+    """Prefix running one command in the holder's namespaces, in a fresh pid namespace."""
+    argv = ["nsenter", "-t", str(holder_pid), "--mount", "--net", "--ipc", "--uts"]
+    if plan.run_as is None:
+        argv.append("--user")
+    return [*argv, "--", "unshare", "--pid", "--fork", "--kill-child", f"--mount-proc={root_dir}/proc", "--",
+            "chroot", root_dir, "env", "-C", plan.workspace[1], *drop_privileges_argv(plan)]
 
 
 @functools.lru_cache(maxsize=4)
@@ -132,7 +146,7 @@ def probe_launcher(preference: str, as_root: bool) -> str:
 def _try(name: str, as_root: bool) -> str | None:
     if shutil.which(name) is None:
         return "not installed"
-    for tool in ("setpriv", "prlimit"):
+    for tool in ("setpriv", "prlimit", "nsenter"):
         if shutil.which(tool) is None:
             return f"{tool} (util-linux) not installed"
     if name == "bwrap":

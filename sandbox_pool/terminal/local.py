@@ -28,7 +28,13 @@ from cuda_agent.sandbox_pool.terminal.config import LocalSandboxConfig
 from cuda_agent.sandbox_pool.terminal.files import WorkspaceFiles, chown_tree
 from cuda_agent.sandbox_pool.terminal.hostenv import prlimit_argv, python_paths, sandbox_env
 from cuda_agent.sandbox_pool.terminal.jobs import Job, JobTable
-from cuda_agent.sandbox_pool.terminal.launch import MountPlan, bwrap_argv, probe_launcher, unshare_argv
+from cuda_agent.sandbox_pool.terminal.launch import (
+    MountPlan,
+    bwrap_argv,
+    probe_launcher,
+    unshare_command_argv,
+    unshare_holder_argv,
+)
 from cuda_agent.sandbox_pool.terminal.output import read_capped, remove_quietly
 
 logger = logging.getLogger(__name__)
@@ -62,6 +68,7 @@ class LocalSandbox(TerminalSandbox):
         self._state: Path | None = None
         self._owner: tuple[int, int] | None = None
         self._procs: set[asyncio.subprocess.Process] = set()
+        self._holder: asyncio.subprocess.Process | None = None
         self._names = itertools.count()
         self._closed = False
 
@@ -105,8 +112,27 @@ class LocalSandbox(TerminalSandbox):
         if self.launcher == "bwrap":
             self._prefix = bwrap_argv(plan)
         else:
-            self._prefix = unshare_argv(plan, str(self._state / "root"))
+            root = str(self._state / "root")
+            self._holder = await self._start_holder(unshare_holder_argv(plan, root))
+            self._prefix = unshare_command_argv(plan, root, self._holder.pid)
         self._prefix += prlimit_argv(self.limits)
+
+    async def _start_holder(self, argv: list[str]) -> asyncio.subprocess.Process:
+        """Start the unshare launcher's namespace holder and wait until its view is built."""
+        holder = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            line = await asyncio.wait_for(holder.stdout.readline(), 60)
+        except TimeoutError:
+            line = b""
+        if line.strip() != b"ready":
+            _kill_group(holder)
+            await holder.wait()
+            error = (await holder.stderr.read()).decode(errors="replace").strip()
+            raise SandboxError(f"unshare launcher could not build the sandbox view: {error or 'timeout'}")
+        return holder
 
     def _plan(self, workspace: Path) -> MountPlan:
         plan = MountPlan(workspace=(str(workspace), self.config.mount_point), run_as=self._owner)
@@ -136,6 +162,9 @@ class LocalSandbox(TerminalSandbox):
             await proc.wait()
         for job in self._jobs.running():
             job.state, job.exit_code = "killed", job.handle.returncode
+        if self._holder is not None:
+            _kill_group(self._holder)
+            await self._holder.wait()
         if self._files is not None:
             self._files.close()
         if self._state is not None:
@@ -147,6 +176,8 @@ class LocalSandbox(TerminalSandbox):
             raise SandboxError("sandbox is closed")
         if self._files is None:
             raise SandboxError("sandbox has no workspace: start() it with one, or bind() it first")
+        if self._holder is not None and self._holder.returncode is not None:
+            raise SandboxError("the sandbox's namespace holder died; start a new sandbox")
         return self._files
 
     async def _spawn(self, command: str, stem: str) -> tuple[asyncio.subprocess.Process, str, str]:

@@ -23,7 +23,7 @@ def _workspace() -> Path:
 
 def compile_main() -> int:
     """Build kernels/ into ./cuda_extension.so; print compiler errors concisely."""
-    from cuda_agent.sandbox_pool.harness.build import build_extension
+    from cuda_agent.sandbox_pool.harness.compiler import build_extension
     from cuda_agent.sandbox_pool.workspace import read_candidate_files, workspace_device
 
     ws = _workspace()

@@ -10,8 +10,6 @@ as vLLM would.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-
 from verl.workers.rollout.replica import TokenOutput
 
 
@@ -19,20 +17,24 @@ class ServerFailure(RuntimeError):
     """Raised by a script step to simulate the LLM server failing mid-trajectory."""
 
 
-@dataclass
 class Script:
-    """Replies of one trajectory; the last reply repeats once the list is exhausted."""
+    """Replies of one trajectory; the last reply repeats once the list is exhausted.
 
-    replies: list[str | BaseException]
-    fail_after: int | None = None
+    A reply that is an exception is raised instead (the server failing mid-trajectory).
+    """
+
+    def __init__(self, replies: list[str | BaseException]):
+        self.replies = replies
 
 
-@dataclass
 class ScriptedServer:
-    tokenizer: object
-    scripts: dict[str, Script]
-    requests: list[dict] = field(default_factory=list)
-    _by_request: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Not a dataclass on purpose: hydra.utils.instantiate would turn a dataclass argument into a config."""
+
+    def __init__(self, tokenizer, scripts: dict[str, Script]):
+        self.tokenizer = tokenizer
+        self.scripts = scripts
+        self.requests: list[dict] = []
+        self._by_request: dict[str, tuple[str, int]] = {}
 
     def key_of(self, prompt_ids: list[int]) -> str:
         text = self.tokenizer.decode(prompt_ids)

@@ -133,6 +133,17 @@ async def test_files_seed_and_tool_specific_create_kwargs(tmp_path: Path) -> Non
     assert await _call(loop, _agent_data("x", kwargs), "Read", {"file_path": "task.md"}) == "     1\thello"
 
 
+async def test_cuda_workspace_from_problem_src(tmp_path: Path) -> None:
+    from conftest import MODEL_PY
+
+    loop = _loop(initialize_tools_from_config(str(_config(tmp_path))))
+    data = _agent_data("p", {"sandbox": {"create_kwargs": {"problem_src": MODEL_PY, "device": "cpu"}}})
+    assert "Glob" in await _call(loop, data, "Read", {"file_path": "SKILL.md", "limit": 400})
+    edit = {"file_path": "model.py", "old_string": "a", "new_string": "b"}
+    assert "protected" in await _call(loop, data, "Edit", edit)
+    assert "model_new.py" in await _call(loop, data, "Glob", {"pattern": "*.py"})
+
+
 async def test_bad_sandbox_options_are_a_config_error(tmp_path: Path) -> None:
     from cuda_agent.errors import ConfigError
     from cuda_agent.tools.provision import SandboxToolConfig, make_sandbox

@@ -1,0 +1,214 @@
+"""Content-addressed build of a candidate's kernels into the module `cuda_extension`.
+
+Every translation unit is compiled to an object keyed by (toolchain, flags, its source,
+the headers it can see); unchanged units are never rebuilt, the fixed binding.cpp is
+compiled once per toolchain, units compile in parallel, and the link is keyed by its
+objects. Only the candidate's own files (model_new.py is not compiled) and our trusted
+templates enter the build: nothing else from a workspace is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.sandbox_pool.harness.compiler.diagnostics import summarize_compiler_output
+from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
+from cuda_agent.sandbox_pool.harness.compiler.toolchain import CXX_STD, Toolchain, detect_toolchain
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "workspace" / "templates"
+FIXED_SOURCES = ("binding.cpp", "binding_registry.h")
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
+
+
+class BuildResult(BaseModel):
+    """Outcome of building one candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool = Field(description="True if cuda_extension was built.")
+    so_path: str | None = Field(None, description="Path of the built module (in the cache).")
+    log: str = Field("", description="Concise compiler / linker diagnostics.")
+    cached: bool = Field(False, description="Every unit and the link came from the cache.")
+    timed_out: bool = Field(False, description="The compile exceeded its time limit.")
+    duration_s: float = Field(0.0, description="Wall time of the build.")
+    units_compiled: int = Field(0, description="Translation units actually compiled (cache misses).")
+    toolchain: str = Field("", description="Toolchain description.")
+    key: str = Field("", description="Content key of the linked module.")
+
+
+class _CompileFailed(Exception):
+    def __init__(self, log: str, timed_out: bool = False) -> None:
+        super().__init__(log)
+        self.log = log
+        self.timed_out = timed_out
+
+
+def default_cache_dir() -> Path:
+    """$CUDA_AGENT_CACHE, else ~/.cache/cuda_agent."""
+    return Path(os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent")
+
+
+def _sha(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _unit_flags(tc: Toolchain, path: str) -> tuple[str, list[str]]:
+    """(compiler, flags) of one unit. Bindings are glue: -O0 compiles them 3x faster."""
+    includes = [f"-I{d}" for d in tc.include_dirs] + ["-I.", "-Ikernels"]
+    if path.endswith(".cu"):
+        arch = tc.cuda_arch or "90"
+        return tc.nvcc or "nvcc", [
+            "-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC", "--expt-relaxed-constexpr",
+            f"-gencode=arch=compute_{arch},code=sm_{arch}", "-w", *includes,
+        ]
+    glue = path == "binding.cpp" or path.endswith("_binding.cpp")
+    opt = ["-O0"] if glue else (["-O3", "-march=native", "-fopenmp"] if tc.device == "cpu" else ["-O2"])
+    return tc.cxx, [CXX_STD, "-fPIC", *opt, "-w", *tc.defines, *includes]
+
+
+class _Build:
+    """One build: stage sources, compile units, link."""
+
+    def __init__(self, files: dict[str, str], tc: Toolchain, cache: Path, deadline: float) -> None:
+        self.tc = tc
+        self.cache = cache / "build" / tc.fingerprint
+        self.deadline = deadline
+        self.sources = {name: (TEMPLATES / name).read_text() for name in FIXED_SOURCES}
+        self.sources.update({k: v for k, v in files.items() if k.startswith("kernels/")})
+        self.compiled = 0
+
+    def units(self) -> list[str]:
+        cxx_units = [p for p in self.sources if p.endswith((".cpp", ".cc"))]
+        cu_units = [p for p in self.sources if p.endswith(".cu")]
+        if self.tc.device == "cpu" and cu_units:
+            raise _CompileFailed(
+                f"{', '.join(cu_units)}: .cu files need the cuda device; on the cpu device write "
+                "kernels/<name>.cpp (C++ loops + binding)"
+            )
+        return sorted(cxx_units + cu_units)
+
+    def unit_key(self, path: str, compiler: str, flags: list[str]) -> str:
+        headers = sorted((p, s) for p, s in self.sources.items() if p.endswith(HEADER_SUFFIXES))
+        return _sha(compiler, *flags, path, self.sources[path], *(f"{p}\n{s}" for p, s in headers))
+
+    def remaining(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _CompileFailed("compile timed out", timed_out=True)
+        return left
+
+    async def run(self, stage: Path) -> tuple[Path, bool]:
+        for rel, text in self.sources.items():
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stage / rel).write_text(text)
+        units = self.units()
+        if not any(u.startswith("kernels/") for u in units):
+            raise _CompileFailed("no kernel sources: add kernels/<name>.cu + kernels/<name>_binding.cpp "
+                                 "(cuda) or kernels/<name>.cpp (cpu)")
+        objects = await asyncio.gather(*(self.compile_unit(stage, u) for u in units), return_exceptions=True)
+        failures = [o for o in objects if isinstance(o, BaseException)]
+        if failures:
+            for f in failures:
+                if not isinstance(f, _CompileFailed):
+                    raise f
+            timed_out = any(f.timed_out for f in failures)  # type: ignore[union-attr]
+            raise _CompileFailed("\n".join(f.log for f in failures), timed_out)  # type: ignore[union-attr]
+        return await self.link([o for o in objects if isinstance(o, Path)])
+
+    async def compile_unit(self, stage: Path, path: str) -> Path:
+        compiler, flags = _unit_flags(self.tc, path)
+        obj = self.cache / "obj" / f"{self.unit_key(path, compiler, flags)}.o"
+        if obj.exists():
+            return obj
+        if not path.endswith(".cu") and "#include <torch/" in self.sources[path]:
+            pch = await ensure_pch(self.cache.parent.parent, compiler, flags, self.tc.device, self.remaining())
+            if pch is not None:
+                flags = [*flags, "-include", str(pch)]
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+        await self.exec([compiler, "-c", path, *flags, "-o", str(tmp)], stage)
+        tmp.replace(obj)
+        self.compiled += 1
+        return obj
+
+    async def link(self, objects: list[Path]) -> tuple[Path, bool]:
+        key = _sha(*(o.name for o in objects))
+        so = self.cache / "so" / key / "cuda_extension.so"
+        if so.exists():
+            return so, True
+        so.parent.mkdir(parents=True, exist_ok=True)
+        libs = ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
+        extra = ["-fopenmp"] if self.tc.device == "cpu" else ["-lc10_cuda", "-ltorch_cuda", "-lcudart"]
+        text = "\n".join(self.sources.values())
+        if self.tc.device == "cuda" and "cublas" in text:
+            extra += ["-lcublas", "-lcublasLt"]
+        if self.tc.device == "cuda" and "cudnn" in text:
+            extra += ["-lcudnn"]
+        lib_dirs = [f"-L{d}" for d in self.tc.library_dirs]
+        rpaths = [f"-Wl,-rpath,{d}" for d in self.tc.library_dirs]
+        tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
+        await self.exec([self.tc.cxx, "-shared", *map(str, objects), "-o", str(tmp), *lib_dirs, *rpaths, *libs, *extra],
+                        so.parent)
+        tmp.replace(so)
+        return so, False
+
+    async def exec(self, argv: list[str], cwd: Path) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=str(cwd), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), self.remaining())
+        except asyncio.TimeoutError:
+            _kill_group(proc)
+            await proc.wait()
+            raise _CompileFailed("compile timed out", timed_out=True) from None
+        except asyncio.CancelledError:
+            _kill_group(proc)
+            raise
+        if proc.returncode != 0:
+            raise _CompileFailed(summarize_compiler_output(out.decode(errors="replace")))
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+
+
+async def build_extension(
+    files: dict[str, str], device: str, *, cache_dir: Path | None = None, timeout_s: float = 300.0
+) -> BuildResult:
+    """Build `files` (candidate paths -> text) into cuda_extension for `device`.
+
+    Compile errors and time-outs are results (ok=False), never exceptions; a broken
+    toolchain raises `InfraError`.
+    """
+    started = time.monotonic()
+    tc = detect_toolchain(device)
+    build = _Build(files, tc, Path(cache_dir or default_cache_dir()), started + timeout_s)
+    stage = Path(tempfile.mkdtemp(prefix="cuda_agent_build_"))
+    try:
+        so, link_cached = await build.run(stage)
+    except _CompileFailed as exc:
+        return BuildResult(ok=False, log=exc.log, timed_out=exc.timed_out, duration_s=time.monotonic() - started,
+                           units_compiled=build.compiled, toolchain=tc.description)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return BuildResult(
+        ok=True, so_path=str(so), cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
+        duration_s=time.monotonic() - started, toolchain=tc.description, key=so.parent.name,
+    )

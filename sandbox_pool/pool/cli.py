@@ -1,0 +1,141 @@
+"""`cuda-agent pool serve` and `cuda-agent pool status`.
+
+Light at import (typer only): torch loads when a pool starts, Ray only with ``--backend ray``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
+
+app = typer.Typer(help="The evaluation pool: start one, read its metrics.", no_args_is_help=True)
+
+
+@app.command()
+def serve(
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    socket: Path | None = typer.Option(None, "--socket", help="Unix socket path; default under $XDG_RUNTIME_DIR or /tmp."),
+    backend: str = typer.Option("local", "--backend", help="local (workers in this process) or ray."),
+    devices: str | None = typer.Option(None, "--devices", help="GPU indices for local cuda, e.g. 0,1; default all."),
+    cpu_workers: int = typer.Option(1, "--cpu-workers", help="Evaluation workers on the cpu device (local)."),
+    compile_workers: int = typer.Option(2, "--compile-workers", help="Concurrent candidate builds."),
+    max_pending: int = typer.Option(256, "--max-pending", help="Back-pressure: jobs admitted and not finished."),
+    job_timeout: float = typer.Option(1800.0, "--job-timeout", help="Default deadline of a job, seconds."),
+    recycle_after: int = typer.Option(200, "--recycle-after", help="Replace a worker's evaluator after N jobs."),
+    ray_name: str = typer.Option("cuda_agent_pool", "--ray-name", help="Name of the dispatcher actor (ray)."),
+    ray_workers: int = typer.Option(1, "--ray-workers", help="Evaluation actors, one per GPU (ray)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="ray.init address (ray); default: auto/local."),
+    socket_mode: str = typer.Option("600", "--socket-mode", help="Octal permissions of the socket file."),
+) -> None:
+    """Start a pool, print its address(es) on stdout, serve until SIGINT / SIGTERM."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    config = _config(backend, device, devices, cpu_workers, compile_workers, max_pending, job_timeout,
+                     recycle_after, ray_name, ray_workers, ray_address)
+    from cuda_agent.sandbox_pool.pool.server import default_socket_path
+
+    path = socket or default_socket_path()
+    asyncio.run(_serve(config.build(), path, int(socket_mode, 8)))
+
+
+def _config(backend: str, device: str, devices: str | None, cpu_workers: int, compile_workers: int,
+            max_pending: int, job_timeout: float, recycle_after: int, ray_name: str, ray_workers: int,
+            ray_address: str | None):
+    from pydantic import ValidationError
+
+    from cuda_agent.sandbox_pool.pool.config import LocalPoolConfig, RayPoolConfig
+
+    common = dict(device=device, compile_workers=compile_workers, max_pending_jobs=max_pending,
+                  job_timeout_s=job_timeout, recycle_after_jobs=recycle_after)
+    try:
+        if backend == "local":
+            indices = [int(i) for i in devices.split(",")] if devices else None
+            return LocalPoolConfig(devices=indices, cpu_workers=cpu_workers, **common)
+        if backend == "ray":
+            return RayPoolConfig(name=ray_name, num_workers=ray_workers, ray_address=ray_address,
+                                 num_gpus_per_worker=1.0 if device == "cuda" else 0.0, **common)
+    except (ValidationError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    raise typer.BadParameter("use local or ray", param_hint="--backend")
+
+
+async def _serve(pool: "Pool", path: Path, mode: int) -> None:
+    from cuda_agent.sandbox_pool.pool.server import PoolServer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with pool, PoolServer(pool, path, mode=mode) as server:
+        typer.echo(server.address)
+        ray_address = getattr(pool, "ray_address", None)
+        if ray_address:
+            typer.echo(ray_address)
+        sys.stdout.flush()
+        await stop.wait()
+
+
+@app.command()
+def status(
+    address: str | None = typer.Option(None, "--address", help="Pool address; default $CUDA_AGENT_POOL."),
+    as_json: bool = typer.Option(False, "--json", help="Print the PoolStatus as JSON."),
+) -> None:
+    """Print the pool's workers, queue depth, busy fraction and latency percentiles."""
+    import os
+
+    from cuda_agent.errors import PoolError
+    from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
+
+    address = address or os.environ.get(ENV_ADDRESS)
+    if not address:
+        typer.echo(f"error: no pool address: pass --address or set {ENV_ADDRESS}", err=True)
+        raise typer.Exit(2)
+    try:
+        snapshot = asyncio.run(_status(address))
+    except PoolError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if as_json:
+        typer.echo(snapshot.model_dump_json(indent=2))
+    else:
+        _print_status(snapshot)
+
+
+async def _status(address: str) -> "PoolStatus":
+    from cuda_agent.sandbox_pool.pool.client import connect_pool
+
+    async with connect_pool(address) as pool:
+        return await pool.status()
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _print_status(s: "PoolStatus") -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    lat = s.latency
+    console.print(
+        f"[bold]{s.backend}[/] pool on {s.device}  address {s.address or '-'}  up {s.uptime_s:.0f} s\n"
+        f"queue depth {s.queue_depth}  compiling {s.compiling}  running {s.running}  "
+        f"pending {s.pending}/{s.max_pending}\n"
+        f"submitted {s.submitted}  completed {s.completed}  failed {s.failed} (timed out {s.timed_out})  "
+        f"rejected {s.rejected}\n"
+        f"busy {s.busy_fraction:.1%}  latency p50 {_seconds(lat.p50_s)} s  p90 {_seconds(lat.p90_s)} s  "
+        f"p99 {_seconds(lat.p99_s)} s  (n={lat.count})")
+    table = Table("worker", "device", "busy", "task", "busy fraction", "jobs", "recycles")
+    for w in s.workers:
+        table.add_row(w.name, w.device, "yes" if w.busy else "no", w.current_task_id or "-",
+                      f"{w.busy_fraction:.1%}", str(w.jobs_done), str(w.recycles))
+    console.print(table)

@@ -1,0 +1,83 @@
+"""CUDA versions of the harness checks (run on a GPU node by scripts/gpu-tests.sh)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[3]
+PROBLEM = (ROOT / "examples/problems/diag_matmul.py").read_text()
+SOLUTIONS = ROOT / "examples/solutions/diag_matmul"
+
+
+def _files(name: str) -> dict[str, str]:
+    folder = SOLUTIONS / name
+    files = {"model_new.py": (folder / "model_new.py").read_text()}
+    files.update({f"kernels/{p.name}": p.read_text() for p in (folder / "kernels").iterdir()})
+    return files
+
+
+@pytest.fixture(scope="module")
+def run():
+    loop = asyncio.new_event_loop()
+    evaluator = Evaluator(EvaluatorConfig(device="cuda"))
+    loop.run_until_complete(evaluator.start())
+
+    def evaluate(files: dict[str, str], **opts):
+        options = EvalOptions(seed=opts.pop("seed", 11), **opts)
+        return loop.run_until_complete(evaluator.evaluate(EvalJob(problem_src=PROBLEM, files=files, device="cuda",
+                                                                  options=options)))
+
+    yield evaluate
+    loop.run_until_complete(evaluator.close())
+    loop.close()
+
+
+def test_fast_kernel_beats_both_baselines(run) -> None:
+    result = run(_files("cuda_fast"))
+    print("cuda_fast:", result.to_public_json(), result.receipt.isolation)
+    assert result.status is EvalStatus.OK, result.error
+    assert result.reward == 3.0
+
+
+def test_slow_kernel_is_correct_but_not_rewarded_for_speed(run) -> None:
+    result = run(_files("cuda_slow"))
+    print("cuda_slow:", result.to_public_json())
+    assert result.correct and result.reward == 1.0
+
+
+def test_torch_fallback_is_rejected(run) -> None:
+    result = run(_files("cuda_cheat"))
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0
+
+
+def test_illegal_memory_access_is_a_crash_and_the_worker_survives(run) -> None:
+    files = _files("cuda_fast")
+    files["kernels/diag_matmul.cu"] = files["kernels/diag_matmul.cu"].replace(
+        "out[idx] = make_float4", "out[idx - (1L << 40)] = make_float4")
+    bad = run(files, profile=False)
+    assert bad.status is EvalStatus.CRASH and bad.reward == -1.0, bad.error
+    good = run(_files("cuda_fast"), profile=False)
+    assert good.correct
+
+
+def test_silent_launch_failure_is_incorrect(run) -> None:
+    files = _files("cuda_fast")
+    files["kernels/diag_matmul.cu"] = files["kernels/diag_matmul.cu"].replace("const int threads = 256;",
+                                                                             "const int threads = 4096;")
+    result = run(files, profile=False)
+    assert result.reward == -1.0 and result.status in (EvalStatus.INCORRECT, EvalStatus.CRASH), result.error
+
+
+def test_two_profiles_agree(run) -> None:
+    a = run(_files("cuda_fast"), seed=1)
+    b = run(_files("cuda_fast"), seed=2)
+    spread = abs(a.runtime_us - b.runtime_us) / min(a.runtime_us, b.runtime_us)
+    print(f"profile agreement: {a.runtime_us:.2f} us vs {b.runtime_us:.2f} us ({spread * 100:.2f}%)")
+    assert spread < 0.05
