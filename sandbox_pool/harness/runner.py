@@ -42,7 +42,7 @@ class Zygote:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, cwd="/",
             )
             theirs.close()
             self._ctrl = ours
