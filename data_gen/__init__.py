@@ -1,0 +1,15 @@
+"""Data synthesis (the paper's CUDA-Agent-Ops-6K pipeline): crawl -> compose -> filter -> decontam -> export.
+
+One module per stage, each a function over JSONL task files (resumable, idempotent)::
+
+    crawl.crawl(out)                                    seed tasks from torch / transformers operators
+    compose.compose(out, count=...)                     fused tasks (programmatic or LLM), deduplicated
+    filter.filter_tasks(tasks, out_dir, FilterConfig)   execution filter (isolated processes, local or Ray)
+    decontam.decontaminate(tasks, out_dir, kernelbench) AST-similarity decontamination
+    export.export(tasks, out_dir)                       veRL / SFT parquet, KernelBench folders
+    importer.import_tasks(path, out)                    read CUDA-Agent-Ops-6K or similar collections
+    pipeline.run_pipeline(PipelineConfig(...))          everything
+
+`models.Task` is the record every stage exchanges; the CLI is ``cuda-agent data`` (cli.py).
+Importing this package loads neither torch nor transformers.
+"""

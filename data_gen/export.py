@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.data_gen.ids import safe
 from cuda_agent.data_gen.models import Device, Task
+from cuda_agent.data_gen.progress import ProgressFn, no_progress
 from cuda_agent.data_gen.prompts import agentic_messages, sft_messages, single_turn_messages
 from cuda_agent.data_gen.store import JsonlStore
 from cuda_agent.errors import ConfigError
@@ -157,7 +158,7 @@ def export(
     formats: Sequence[str] = ("verl", "sft", "kernelbench"),
     single_turn_agent: str = SINGLE_TURN_AGENT,
     solutions_dir: str | Path | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: ProgressFn = no_progress,
 ) -> ExportReport:
     """Write the chosen `formats` for every task of the JSONL file `tasks_path` into `out_dir`."""
     unknown = set(formats) - {"verl", "sft", "kernelbench"}
@@ -177,8 +178,7 @@ def export(
         written, train, val = _write_verl(tasks, out, device=device, data_source=data_source,
                                           val_fraction=val_fraction, single_turn_agent=single_turn_agent)
         files += written
-    if progress:
-        progress(1, steps)
+    progress(1, steps)
     if "sft" in formats:
         written, sft = _write_sft(tasks, out, device)
         files += written
@@ -186,7 +186,6 @@ def export(
         written = _write_kernelbench(tasks, out)
         kb = len(written) - 1
         files += written
-    if progress:
-        progress(steps, steps)
+    progress(steps, steps)
     return ExportReport(tasks=len(tasks), train_rows=train, val_rows=val, sft_rows=sft, kernelbench_files=kb,
                         files=files)

@@ -1,22 +1,18 @@
-"""Where evaluations run: the shared evaluation pool when an address is known, else an embedded evaluator.
+"""Where evaluations run: the shared evaluation pool, or an embedded one for this process.
 
-This is the one place the reward functions and the agent loops reach the harness. Failures of
-the machinery (pool unreachable, overloaded, timed out, a dead worker) come back as an
-``EvalResult`` with status ``infra_error`` so that the sample is excluded from training, never
-scored -1 (DESIGN.md). Anything else raised here is our bug and propagates.
-
-Expected APIs of the sandbox_pool package (issue 5 report lists them)::
-
-    cuda_agent.sandbox_pool.pool.connect(address) -> async context manager with
-        ``await client.evaluate(job) -> EvalResult``
-    cuda_agent.sandbox_pool.harness.Evaluator(EvaluatorConfig(device=...)) -> async context manager
-        with ``await evaluator.evaluate(job) -> EvalResult``
+The one place the reward functions and the agent loops reach the harness, through the pool's
+client API (``cuda_agent.sandbox_pool.pool.connect_pool``): the pool at the given address
+(``$CUDA_AGENT_POOL``: a unix socket or ``ray://``), else an embedded ``LocalPool`` started on
+first use. Failures of the machinery (pool unreachable, overloaded, past its deadline, a dead
+worker) come back as an ``EvalResult`` with status ``infra_error``, so the sample is excluded
+from training, never scored -1 (DESIGN.md). Anything else raised here is our bug and propagates.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from cuda_agent.errors import InfraError, PoolError
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalResult, EvalStatus
@@ -25,13 +21,15 @@ logger = logging.getLogger(__name__)
 
 
 async def evaluate(job: EvalJob, *, pool_address: str | None, timeout_s: float) -> EvalResult:
-    """Evaluate one job in the pool at ``pool_address`` (or an embedded evaluator if None)."""
+    """Evaluate one job in the pool at ``pool_address`` (an embedded pool if None)."""
     try:
         if pool_address:
-            coro = _evaluate_in_pool(job, pool_address)
-        else:
-            coro = _EMBEDDED.evaluate(job)
-        return await asyncio.wait_for(coro, timeout=timeout_s)
+            from cuda_agent.sandbox_pool.pool import connect_pool
+
+            async with connect_pool(pool_address) as pool:
+                return await pool.evaluate(job, timeout_s=timeout_s)
+        pool = await _EMBEDDED.get(job.device)
+        return await asyncio.wait_for(pool.evaluate(job, timeout_s=timeout_s), timeout=timeout_s)
     except (InfraError, PoolError, TimeoutError) as exc:
         logger.warning("evaluation of task %s failed in the infrastructure: %r", job.task_id, exc)
         return infra_failure_result(job, exc)
@@ -47,53 +45,42 @@ def infra_failure_result(job: EvalJob, exc: BaseException) -> EvalResult:
     )
 
 
-async def _evaluate_in_pool(job: EvalJob, address: str) -> EvalResult:
-    from cuda_agent.sandbox_pool.pool import connect
+class _EmbeddedPools:
+    """One embedded LocalPool per (event loop, device) of this process, started on first use.
 
-    async with connect(address) as client:
-        return await client.evaluate(job)
-
-
-class _EmbeddedEvaluators:
-    """One embedded evaluator per (event loop, device) of this process, started on first use.
-
-    veRL calls ``compute_score`` as a free function on a long-lived event loop, so the evaluator
-    (with its warm worker processes) has to outlive a single call; it is keyed by loop because its
-    asyncio resources belong to the loop that started it. ``aclose`` stops those of the running loop.
+    veRL calls ``compute_score`` as a free function on a long-lived event loop, so the pool (with
+    its warm workers) has to outlive a single call; it is keyed by loop because its asyncio
+    resources belong to the loop that started it. ``aclose`` stops those of the running loop.
     """
 
     def __init__(self) -> None:
-        self._evaluators: dict[tuple[int, str], tuple[asyncio.AbstractEventLoop, object]] = {}
+        self._pools: dict[tuple[int, str], tuple[asyncio.AbstractEventLoop, Any]] = {}
 
-    async def evaluate(self, job: EvalJob) -> EvalResult:
-        evaluator = await self._get(job.device)
-        return await evaluator.evaluate(job)
-
-    async def _get(self, device: str):
+    async def get(self, device: str) -> Any:
         loop = asyncio.get_running_loop()
-        self._evaluators = {k: v for k, v in self._evaluators.items() if not v[0].is_closed()}
+        self._pools = {key: value for key, value in self._pools.items() if not value[0].is_closed()}
         key = (id(loop), device)
-        if key not in self._evaluators:
-            from cuda_agent.sandbox_pool.harness import Evaluator, EvaluatorConfig
+        if key not in self._pools:
+            from cuda_agent.sandbox_pool.pool import LocalPoolConfig, connect_pool
 
-            evaluator = Evaluator(EvaluatorConfig(device=device))
-            await evaluator.__aenter__()
-            if key in self._evaluators:  # another task started one meanwhile
-                await evaluator.__aexit__(None, None, None)
+            pool = connect_pool(None, config=LocalPoolConfig(device=device))
+            await pool.__aenter__()
+            if key in self._pools:  # another task started one meanwhile
+                await pool.__aexit__(None, None, None)
             else:
-                self._evaluators[key] = (loop, evaluator)
-        return self._evaluators[key][1]
+                self._pools[key] = (loop, pool)
+        return self._pools[key][1]
 
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
-        for key in [k for k, (owner, _) in self._evaluators.items() if owner is loop]:
-            _, evaluator = self._evaluators.pop(key)
-            await evaluator.__aexit__(None, None, None)
+        for key in [key for key, (owner, _) in self._pools.items() if owner is loop]:
+            _, pool = self._pools.pop(key)
+            await pool.__aexit__(None, None, None)
 
 
-_EMBEDDED = _EmbeddedEvaluators()
+_EMBEDDED = _EmbeddedPools()
 
 
 async def aclose_embedded() -> None:
-    """Stop the embedded evaluators started on the running event loop (tests, CLIs)."""
+    """Stop the embedded pools started on the running event loop (tests, CLIs)."""
     await _EMBEDDED.aclose()

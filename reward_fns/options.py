@@ -18,9 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cuda_agent.errors import ConfigError
 from cuda_agent.reward_fns.robust import DEFAULT_MARGIN
 from cuda_agent.sandbox_pool.harness import Device, PrecisionPolicy
+from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
 
-POOL_ENV = "CUDA_AGENT_POOL"
-"""Environment variable holding the evaluation pool's address (DESIGN.md, "The evaluation pool")."""
 
 _VERL_INJECTED_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
 """Keyword arguments veRL's reward managers add on their own; they are not our options."""
@@ -48,7 +47,7 @@ class RewardOptions(BaseModel):
     )
     device: Device | None = Field(None, description="Overrides the row's extra_info.device; None = the row's.")
     pool_address: str | None = Field(
-        None, description="Evaluation pool address; None = $CUDA_AGENT_POOL, and without it an embedded evaluator."
+        None, description="Evaluation pool address; None = $CUDA_AGENT_POOL, and without it an embedded pool."
     )
     eval_timeout_s: float = Field(1800.0, gt=0, description="Limit of one evaluation, queueing included.")
     correctness_trials: int | None = Field(None, ge=1, description="Overrides EvalOptions.correctness_trials.")
@@ -68,8 +67,8 @@ class RewardOptions(BaseModel):
             ) from exc
 
     def resolved_pool_address(self) -> str | None:
-        """The pool to use: the option, else $CUDA_AGENT_POOL, else None (embedded evaluator)."""
-        return self.pool_address or os.environ.get(POOL_ENV) or None
+        """The pool to use: the option, else $CUDA_AGENT_POOL, else None (an embedded pool)."""
+        return self.pool_address or os.environ.get(ENV_ADDRESS) or None
 
 
 class TaskSpec(BaseModel):

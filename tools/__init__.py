@@ -21,8 +21,8 @@ files, Edit with zero or several matches, unknown job ids...): each becomes an
 observation with `is_error=True`, a `ToolErrorKind` and a message saying how to fix the
 call. It raises only for infrastructure failures (e.g. `SandboxError`).
 
-veRL (`actor_rollout_ref.rollout.multi_turn.tool_config_path=<this package>/config/
-cuda_agent_tools.yaml`): the `BaseTool` adapters in `cuda_agent.tools.verl_tools` find the
+veRL (`actor_rollout_ref.rollout.multi_turn.tool_config_path=` the file at
+`cuda_agent.tools.config.TOOLS_YAML`): the `BaseTool` adapters in `cuda_agent.tools.verl_tools` find the
 trajectory's session in the process-wide registry `cuda_agent.tools.sessions`
 (`bind(trajectory_id, sandbox)` / `get` / `unbind`, keyed by veRL's `agent_data.request_id`),
 or create one on first use from the row's `tools_kwargs` and reap it when idle; see that

@@ -23,7 +23,7 @@ async def main(device: str, repeats: int) -> list[dict]:
     os.environ["CUDA_AGENT_CACHE"] = tempfile.mkdtemp(prefix="bench_cache_")
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
 
-    problem = (ROOT / "examples/problems/diag_matmul.py").read_text()
+    problem = (ROOT / f"examples/problems/{'diag_matmul_cuda' if device == 'cuda' else 'diag_matmul'}.py").read_text()
     folder = ROOT / f"examples/solutions/diag_matmul/{device}_fast"
     files = {"model_new.py": (folder / "model_new.py").read_text()}
     files.update({f"kernels/{p.name}": p.read_text() for p in (folder / "kernels").iterdir()})
@@ -45,7 +45,7 @@ async def main(device: str, repeats: int) -> list[dict]:
                 rows.append({"run": label, "wall_s": round(time.monotonic() - t0, 3), "stages": stages,
                              "status": r.status.value, "runtime_us": r.runtime_us, "reward": r.reward})
     for label in ("cold_compile", "cached_compile"):
-        walls = [r["wall_s"] for r in rows if r["run"] == label]
+        walls = [r["wall_s"] for r in rows if r.get("run") == label]
         rows.append({"summary": label, "median_wall_s": statistics.median(walls), "n": len(walls)})
     return rows
 

@@ -25,6 +25,7 @@ _MOUNTS: list[tuple[str, str, str | None]] = [
     ("cuda_agent.sandbox_pool.terminal.cli", "app", "sandbox"),
     ("cuda_agent.tools.cli", "register", None),
     ("cuda_agent.sandbox_pool.pool.cli", "app", "pool"),
+    ("cuda_agent.data_gen.cli", "app", "data"),
 ]
 
 

@@ -12,13 +12,14 @@ from rich.table import Table
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROBLEM = "diag_matmul"
+PROBLEM_FILE = {"cpu": "diag_matmul", "cuda": "diag_matmul_cuda"}  # sizes that suit each device
 CANDIDATES = {"cpu": ["cpu_fast", "cpu_slow", "cpu_cheat"], "cuda": ["cuda_fast", "cuda_slow", "cuda_cheat"]}
 
 
 def _workspace(root: Path, device: str, name: str) -> Path:
     from cuda_agent.sandbox_pool.workspace import create_workspace
 
-    ws = create_workspace((EXAMPLES / "problems" / f"{PROBLEM}.py").read_text(), root / name, device)
+    ws = create_workspace((EXAMPLES / "problems" / f"{PROBLEM_FILE[device]}.py").read_text(), root / name, device)
     solution = EXAMPLES / "solutions" / PROBLEM / name
     (ws / "model_new.py").write_text((solution / "model_new.py").read_text())
     for kernel in (solution / "kernels").iterdir():

@@ -81,7 +81,8 @@ class ChatClient:
                 last = exc
             except (KeyError, IndexError, TypeError, json.JSONDecodeError) as exc:
                 raise InfraError(f"{self.url} did not answer in the chat-completions format: {exc}") from exc
-            time.sleep(min(2.0**attempt, 10.0))
+            if attempt < self.endpoint.retries:
+                time.sleep(min(2.0**attempt, 10.0))
         raise InfraError(f"no answer from {self.url} after {self.endpoint.retries + 1} attempts: {last}") from last
 
 

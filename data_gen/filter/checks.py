@@ -25,10 +25,11 @@ from cuda_agent.errors import ProblemError
 class Rejected(Exception):
     """A failed check: carries the criterion (internal to the task process)."""
 
-    def __init__(self, criterion: Criterion, detail: str) -> None:
+    def __init__(self, criterion: Criterion, detail: str, eager_ms: float | None = None) -> None:
         super().__init__(detail)
         self.criterion = criterion
         self.detail = detail[:2000]
+        self.eager_ms = eager_ms
 
 
 @contextlib.contextmanager
@@ -183,9 +184,9 @@ def eager_checks(run: _TaskRun) -> tuple[list[Any], float]:
     eager_ms = time_ms(lambda: run.model(*run.inputs_a), run.sync, c)
     lo, hi = c.window_ms
     if eager_ms < lo:
-        raise Rejected(Criterion.TOO_FAST, f"eager {eager_ms:.4g} ms < {lo} ms")
+        raise Rejected(Criterion.TOO_FAST, f"eager {eager_ms:.4g} ms < {lo} ms", eager_ms)
     if eager_ms > hi:
-        raise Rejected(Criterion.TOO_SLOW, f"eager {eager_ms:.4g} ms > {hi} ms")
+        raise Rejected(Criterion.TOO_SLOW, f"eager {eager_ms:.4g} ms > {hi} ms", eager_ms)
     return out_a, eager_ms
 
 
@@ -239,6 +240,7 @@ def evaluate(task_id: str, source: str, config: FilterConfig, device: str, lock_
         result.kept = True
     except Rejected as rejected:
         result.criterion, result.detail = rejected.criterion, rejected.detail
+        result.eager_ms = result.eager_ms if rejected.eager_ms is None else rejected.eager_ms
     result.duration_s = time.perf_counter() - start
     return result
 

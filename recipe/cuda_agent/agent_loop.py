@@ -87,7 +87,7 @@ class CudaAgentLoop(AgentLoopBase):
         schemas = tool_schemas()
         messages = build_messages(kwargs["raw_prompt"], _skill_text(self.options.skill_path), task)
         metrics = TrajectoryMetrics()
-        async with open_environment(task, self.options) as env:
+        async with open_environment(task, self.options, self.reward_options.resolved_pool_address()) as env:
             episode = _Episode(self, env, task, schemas, limits, metrics)
             trajectory = await episode.rollout(messages, sampling_params)
             info = episode.infra_info if episode.infra_info is not None else await self._evaluate(env, task, metrics)

@@ -78,8 +78,23 @@ def sandbox_config(spec: SandboxSpec) -> Any:
     return TypeAdapter(SandboxConfig).validate_python({"type": spec.type, **spec.options})
 
 
+def pool_access(pool_address: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(read-only mounts, environment) that let the skill scripts in the sandbox reach the pool.
+
+    A pool served on a unix socket is mounted at the same path and named by $CUDA_AGENT_POOL;
+    sandboxes have no network, so other addresses are not passed in.
+    """
+    from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
+
+    if not pool_address or "://" in pool_address:
+        return {}, {}
+    return {pool_address: pool_address}, {ENV_ADDRESS: pool_address}
+
+
 @contextlib.asynccontextmanager
-async def open_environment(task: TaskSpec, config: CudaAgentLoopConfig) -> AsyncIterator[TrajectoryEnvironment]:
+async def open_environment(
+    task: TaskSpec, config: CudaAgentLoopConfig, pool_address: str | None = None
+) -> AsyncIterator[TrajectoryEnvironment]:
     """Create the workspace, sandbox and tool session of a trajectory; release them on exit."""
     from cuda_agent.sandbox_pool.terminal.config import create_sandbox
     from cuda_agent.sandbox_pool.workspace import create_workspace
@@ -89,7 +104,8 @@ async def open_environment(task: TaskSpec, config: CudaAgentLoopConfig) -> Async
     sandbox = session = None
     try:
         workspace = await asyncio.to_thread(create_workspace, task.problem_src, root / "workspace", task.device)
-        sandbox = create_sandbox(sandbox_config(config.sandbox), workspace)
+        mounts, env = pool_access(pool_address)
+        sandbox = create_sandbox(sandbox_config(config.sandbox), workspace, extra_ro_mounts=mounts, env=env)
         await sandbox.start()
         session = ToolSession(sandbox)
         yield TrajectoryEnvironment(workspace, sandbox, session)

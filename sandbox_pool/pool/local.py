@@ -16,7 +16,6 @@ from pathlib import Path
 
 from cuda_agent.errors import PoolError
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalResult, EvalStatus
-from cuda_agent.sandbox_pool.harness.compiler import default_cache_dir
 from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
 from cuda_agent.sandbox_pool.pool.compile import prebuild
 from cuda_agent.sandbox_pool.pool.config import LocalPoolConfig
@@ -32,7 +31,7 @@ class LocalPool(Pool):
     def __init__(self, config: LocalPoolConfig | None = None, *, address: str | None = None) -> None:
         self.config = config or LocalPoolConfig()
         self.address = address
-        self.cache_dir = Path(self.config.cache_dir or default_cache_dir())
+        self.cache_dir: Path | None = None  # the evaluators' cache, known once they exist
         self.workers: list[EvalWorker] = []
         self.book = JobBook(self.config.max_pending_jobs, self.config.job_timeout_s, self.config.latency_window)
         self._eval_q = TicketQueue()
@@ -49,6 +48,7 @@ class LocalPool(Pool):
             cfg = self.config
             self.workers = make_workers(cfg.device, cfg.worker_devices(), cache_dir=cfg.cache_dir,
                                         isolate=cfg.isolate, recycle_after_jobs=cfg.recycle_after_jobs)
+            self.cache_dir = self.workers[0].evaluator.cache_dir  # builds land where the evaluators look
             await start_all(self.workers)
             self._loops = [asyncio.create_task(self._compile_loop(), name=f"pool-compile-{i}")
                            for i in range(cfg.compile_workers)]
@@ -78,6 +78,7 @@ class LocalPool(Pool):
         while True:
             ticket = await self.book.queue.get()
             ticket.stage = "compiling"
+            assert self.cache_dir is not None
             task = await run_step(ticket, prebuild(ticket.job, self.cache_dir))
             if ticket.abandoned or task.cancelled():
                 continue

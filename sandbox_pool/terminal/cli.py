@@ -22,6 +22,13 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+@app.callback()
+def _group() -> None:
+    """Terminal sandboxes (local namespaces, docker): reproduce what a model saw."""
+
+
 _EXEC_HELP = """Run CMD in exactly the sandbox an agent gets on the workspace DIR.
 
 Prints the command's stdout and stderr and exits with its exit code (124 on timeout).

@@ -81,6 +81,7 @@ class DockerSandbox(TerminalSandbox):
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._names = itertools.count()
         self._prlimit = prlimit_argv(config.limits, nproc=False)  # processes: the pids cgroup
+        self._killers: set[asyncio.Future[None]] = set()
         self._closed = False
 
     # ------------------------------------------------------------------ plumbing
@@ -257,6 +258,11 @@ class DockerSandbox(TerminalSandbox):
         timed_out = False
         try:
             await asyncio.wait_for(asyncio.shield(done), timeout)
+        except asyncio.CancelledError:  # the command must not outlive its caller
+            killer = asyncio.ensure_future(self._kill_group(stem))
+            self._killers.add(killer)
+            killer.add_done_callback(self._killers.discard)
+            raise
         except TimeoutError:
             timed_out = True
             await self._kill_group(stem)
@@ -329,8 +335,10 @@ def _connect(config: DockerSandboxConfig) -> Any:
     """A low-level API client for the engine, or SandboxUnavailableError with the fix."""
     try:
         import docker
-    except ImportError as exc:
-        raise SandboxUnavailableError("the docker backend needs the Docker SDK: pip install 'docker>=7'") from exc
+    except ImportError:
+        docker = None
+    if not hasattr(docker, "from_env"):  # absent, or the repository's docker/ folder shadowing it
+        raise SandboxUnavailableError("the docker backend needs the Docker SDK: pip install 'docker>=7'")
     try:
         client = docker.APIClient(base_url=config.engine_url) if config.engine_url else docker.from_env().api
         client.ping()

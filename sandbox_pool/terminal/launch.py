@@ -124,8 +124,8 @@ def unshare_holder_argv(plan: MountPlan, root_dir: str) -> list[str]:
 def unshare_command_argv(plan: MountPlan, root_dir: str, holder_pid: int) -> list[str]:
     """Prefix running one command in the holder's namespaces, in a fresh pid namespace."""
     argv = ["nsenter", "-t", str(holder_pid), "--mount", "--net", "--ipc", "--uts"]
-    if plan.run_as is None:
-        argv.append("--user")
+    if plan.run_as is None:  # our uid is root of the holder's user namespace already
+        argv += ["--user", "--preserve-credentials"]
     return [*argv, "--", "unshare", "--pid", "--fork", "--kill-child", f"--mount-proc={root_dir}/proc", "--",
             "chroot", root_dir, "env", "-C", plan.workspace[1], *drop_privileges_argv(plan)]
 

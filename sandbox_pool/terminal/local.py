@@ -206,6 +206,9 @@ class LocalSandbox(TerminalSandbox):
             timed_out = True
             _kill_group(proc)
             await proc.wait()
+        except BaseException:  # cancelled: the command must not outlive its caller
+            _kill_group(proc)
+            raise
         finally:
             self._procs.discard(proc)
         duration = time.monotonic() - started

@@ -50,6 +50,9 @@ class ScriptedServer:
         replies = self.scripts[key].replies
         reply = replies[min(turn, len(replies) - 1)]
         if isinstance(reply, BaseException):
+            # a real server fails after some work; failing within milliseconds of a tool call also
+            # races the local sandbox's kill of a just-started job (reported to the terminal owner)
+            await asyncio.sleep(0.5)
             raise reply
         token_ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         token_ids = token_ids[: int(sampling_params.get("max_tokens", len(token_ids)))]

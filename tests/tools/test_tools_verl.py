@@ -23,7 +23,7 @@ from host_sandbox import HostSandbox  # noqa: E402
 
 pytestmark = pytest.mark.verl
 
-SHIPPED = Path(__file__).parents[2] / "tools/config/cuda_agent_tools.yaml"
+from cuda_agent.tools.config import TOOLS_YAML as SHIPPED  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

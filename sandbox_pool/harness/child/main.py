@@ -23,6 +23,10 @@ from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, output_file, timing_file, trial_file
 
 
+WARMUP_SECONDS = {"cpu": 0.05, "cuda": 0.2}
+MAX_WARMUP_CALLS = 1000
+
+
 class _Stop(Exception):
     """Ends the child after a reported failure."""
 
@@ -148,9 +152,13 @@ class Child:
         warm = [self.to_device(self.load(trial_file(k % max(1, self.spec.trials)))) for k in range(min(self.spec.trials, 2))]
         sets = [self.to_device(self.load(timing_file(k))) for k in range(self.spec.timing_sets)]
         try:
-            for k in range(self.spec.warmup):
+            # Warm up by count and by time, so clocks and caches settle before timing.
+            warm_until = timer_now() + WARMUP_SECONDS[self.spec.device]
+            k = 0
+            while k < self.spec.warmup or (timer_now() < warm_until and k < MAX_WARMUP_CALLS):
                 self.call(model, warm[k % len(warm)] if warm else sets[0])
-            timer.sync()
+                timer.sync()
+                k += 1
             samples, hosts, prints, type_errors = [], [], [], []
             wall0 = timer_now()
             for k, inputs in enumerate(sets):

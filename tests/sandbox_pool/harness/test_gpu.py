@@ -12,7 +12,7 @@ from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Ev
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[3]
-PROBLEM = (ROOT / "examples/problems/diag_matmul.py").read_text()
+PROBLEM = (ROOT / "examples/problems/diag_matmul_cuda.py").read_text()
 SOLUTIONS = ROOT / "examples/solutions/diag_matmul"
 
 

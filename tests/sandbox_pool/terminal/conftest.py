@@ -8,6 +8,7 @@ Backends: `local` (bubblewrap), `local-unshare` (the fallback launcher) and `doc
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -34,6 +35,8 @@ def _docker_ready() -> str | None:
     try:
         import docker
     except ImportError:
+        docker = None
+    if not hasattr(docker, "from_env"):  # absent, or the repository's docker/ folder shadowing it
         return "the Docker SDK is not installed (pip install 'docker>=7')"
     try:
         docker.from_env().ping()
@@ -122,17 +125,17 @@ def host_pids_with(marker: str) -> list[int]:
     return pids
 
 
-def wait_gone(marker: str, timeout_s: float = 10.0) -> list[int]:
+async def wait_gone(marker: str, timeout_s: float = 10.0) -> list[int]:
     """Wait until no host process carries `marker`; returns the survivors (empty on success)."""
     deadline = time.monotonic() + timeout_s
     while (left := host_pids_with(marker)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+        await asyncio.sleep(0.1)
     return left
 
 
 @pytest.fixture
 def leftover():
-    """``leftover(marker)``: host processes still carrying `marker` after a grace period."""
+    """``await leftover(marker)``: host processes still carrying `marker` after a grace period."""
     return wait_gone
 
 

@@ -44,7 +44,19 @@ async def test_timeout_kills_every_process(make_sandbox, leftover):
     result = await sb.run(f"trap '' TERM; (sleep 300; : {tag}) & sleep 300 # {tag}", timeout_s=1.0)
     assert result.timed_out and result.exit_code == 124
     assert result.duration_s < 15
-    assert leftover(tag) == []
+    assert await leftover(tag) == []
+    assert (await sb.run("echo alive")).stdout == "alive\n"
+
+
+async def test_cancelled_run_kills_its_command(make_sandbox, leftover):
+    sb = await make_sandbox()
+    tag = marker()
+    task = asyncio.create_task(sb.run(f"sleep 300 # {tag}"))
+    await asyncio.sleep(1.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await leftover(tag) == []
     assert (await sb.run("echo alive")).stdout == "alive\n"
 
 
@@ -53,7 +65,7 @@ async def test_background_leftovers_end_with_their_command(make_sandbox, leftove
     tag = marker()
     result = await sb.run(f"(sleep 300; : {tag}) & echo started")
     assert result.stdout == "started\n" and result.duration_s < 15
-    assert leftover(tag) == []
+    assert await leftover(tag) == []
 
 
 async def test_output_truncated_with_flag(make_sandbox):
@@ -191,7 +203,7 @@ async def test_fork_bomb_contained(make_sandbox, leftover):
     tag = marker()
     result = await sb.run(f"bomb() {{ bomb | bomb & }}; bomb; sleep 3 # {tag}", timeout_s=30)
     assert result.duration_s < 25
-    assert leftover(tag) == []
+    assert await leftover(tag) == []
     assert (await sb.run("echo alive")).stdout == "alive\n"
 
 
@@ -256,7 +268,7 @@ async def test_background_kill(make_sandbox, leftover):
     await asyncio.sleep(0.5)
     status = await sb.kill_background(job)
     assert status.state == "killed" and status.exit_code is not None
-    assert leftover(tag) == []
+    assert await leftover(tag) == []
     assert (await sb.poll_background(job)).state == "killed"
 
 
@@ -278,7 +290,7 @@ async def test_close_kills_everything(make_sandbox, leftover):
     await asyncio.sleep(1.0)
     await sb.close()
     await asyncio.wait_for(asyncio.gather(running, return_exceptions=True), 30)
-    assert leftover(tag) == []
+    assert await leftover(tag) == []
     await sb.close()  # idempotent
     with pytest.raises(SandboxError):
         await sb.run("true")

@@ -1,0 +1,44 @@
+"""``cuda-agent sandbox exec``: the command's output and exit code, through the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def cli(*args: str, through_main: bool = False) -> subprocess.CompletedProcess:
+    """Run ``cuda-agent sandbox ARGS`` (the group alone unless `through_main`)."""
+    if through_main:
+        argv = [sys.executable, "-m", "cuda_agent.cli.main", "sandbox", *args]
+    else:
+        argv = [sys.executable, "-c", "from cuda_agent.sandbox_pool.terminal.cli import app; app()", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=100)
+
+
+def test_exec_prints_output_and_exits_with_code(workspace):
+    done = cli("exec", str(workspace), "--", "cat model.py; echo oops >&2; echo x > model.py; exit 5")
+    assert done.returncode == 5
+    assert done.stdout == "class Model: pass\n"
+    assert "oops" in done.stderr and "Read-only file system" in done.stderr
+
+
+def test_exec_joins_words_and_times_out(workspace):
+    assert cli("exec", str(workspace), "--", "echo", "a b", "c").stdout == "a b c\n"
+    done = cli("exec", "--timeout", "1", str(workspace), "--", "sleep 30")
+    assert done.returncode == 124 and "timed out" in done.stderr
+
+
+@pytest.mark.docker
+def test_exec_docker_backend(workspace, docker_image):
+    done = cli("exec", "--backend", "docker", "--image", docker_image, "--host-toolchain", str(workspace), "--",
+               "pwd; ls model.py")
+    assert (done.returncode, done.stdout) == (0, "/workspace\nmodel.py\n"), done.stderr
+
+
+def test_help_has_an_example():
+    done = cli("exec", "--help", through_main=True)
+    assert done.returncode == 0 and "cuda-agent sandbox exec" in done.stdout

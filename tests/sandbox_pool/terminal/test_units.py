@@ -1,0 +1,86 @@
+"""Backend-independent pieces: configs and the factory, path rules, globbing, output capping."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from cuda_agent.errors import ToolCallError
+from cuda_agent.sandbox_pool.terminal.config import (
+    DEFAULT_PROTECTED,
+    DockerSandboxConfig,
+    LocalSandboxConfig,
+    SandboxConfig,
+    create_sandbox,
+)
+from cuda_agent.sandbox_pool.terminal.files import glob_regex, is_protected, normalize
+from cuda_agent.sandbox_pool.terminal.output import read_capped
+
+
+def test_config_union_picks_backend_by_type():
+    adapter = TypeAdapter(SandboxConfig)
+    assert isinstance(adapter.validate_python({"type": "local"}), LocalSandboxConfig)
+    docker = adapter.validate_python({"type": "docker", "image": "img", "limits": {"memory_mb": 512}})
+    assert isinstance(docker, DockerSandboxConfig) and docker.limits.memory_mb == 512
+    with pytest.raises(ValidationError):
+        adapter.validate_python({"type": "local", "imag": "typo"})
+    with pytest.raises(ValidationError):
+        adapter.validate_python({"type": "podman"})
+
+
+def test_factory_is_lazy_and_applies_options(tmp_path):
+    code = (
+        "import sys; from pathlib import Path;"
+        "from cuda_agent.sandbox_pool.terminal import create_sandbox, DockerSandboxConfig, LocalSandboxConfig;"
+        "import cuda_agent.sandbox_pool.terminal.cli;"
+        "create_sandbox(LocalSandboxConfig(), Path('.'));"
+        "print(sorted(m for m in ('docker', 'cuda_agent.sandbox_pool.terminal.docker') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert out.stdout.strip() == "[]"
+    sandbox = create_sandbox(LocalSandboxConfig(env={"A": "1"}), tmp_path, env={"B": "2"})
+    assert sandbox.protected == list(DEFAULT_PROTECTED)
+    assert sandbox.env["A"] == "1" and sandbox.env["B"] == "2"
+
+
+@pytest.mark.parametrize("path, norm", [("a/b.cu", "a/b.cu"), ("./a//b.cu", "a/b.cu"), ("a/../b", "b")])
+def test_normalize_accepts_inside_paths(path, norm):
+    assert normalize(path) == norm
+
+
+@pytest.mark.parametrize("path", ["", "/abs", "..", "../x", "a/../../x", "a\0b"])
+def test_normalize_refuses_escapes(path):
+    with pytest.raises(ToolCallError):
+        normalize(path)
+
+
+def test_protection_covers_entries_and_below():
+    protected = [p.strip("/") for p in DEFAULT_PROTECTED]
+    for path in ("model.py", "utils", "utils/compile.sh", "SKILL.md"):
+        assert is_protected(path, protected)
+    for path in ("model_new.py", "utilsx/a", "kernels/model.py"):
+        assert not is_protected(path, protected)
+
+
+@pytest.mark.parametrize(
+    "pattern, path, hit",
+    [("**/*.cu", "kernels/a.cu", True), ("**/*.cu", "a.cu", True), ("*.cu", "kernels/a.cu", False),
+     ("kernels/*", "kernels/a.cu", True), ("kernels/*", "kernels/x/a.cu", False), ("k?rnels/[ab].cu", "kernels/a.cu", True),
+     ("**", "x/y/z", True), ("[!a].py", "a.py", False)],
+)
+def test_glob(pattern, path, hit):
+    assert bool(glob_regex(pattern).fullmatch(path)) is hit
+
+
+def test_read_capped_keeps_head_and_tail(tmp_path: Path):
+    path = tmp_path / "out"
+    path.write_bytes(b"H" * 100 + b"x" * 10_000 + b"T" * 100)
+    text, truncated, end = read_capped(str(path), 200)
+    assert truncated and text.startswith("H" * 100) and text.endswith("T" * 100) and end == 10_200
+    assert read_capped(str(path), 200, offset=end) == ("", False, end)
+    (tmp_path / "link").symlink_to(path)
+    assert read_capped(str(tmp_path / "link"), 200) == ("", False, 0)  # never follows a planted symlink
