@@ -166,6 +166,7 @@ def filter_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of parameters and input draws."),
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a cluster)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray cluster address (default: start or join locally)."),
+    ray_gpus: float = typer.Option(1.0, "--ray-gpus-per-task", help="GPUs each Ray task holds (0.25: four compile per GPU)."),
     recheck: bool = typer.Option(False, "--recheck", help="Run the filter twice on kept tasks; report the fraction kept again."),
 ) -> None:
     """Keep tasks that run eager and compiled, are deterministic, not hackable and timed in the window.
@@ -182,7 +183,7 @@ def filter_cmd(
             raise _usage(f"--backend must be local or ray, got {backend!r}")
         with progress_bar("filter") as progress:
             report = filter_tasks(tasks, out, config, backend=backend, ray_address=ray_address,  # type: ignore[arg-type]
-                                  recheck=recheck, progress=progress)
+                                  ray_gpus_per_task=ray_gpus, recheck=recheck, progress=progress)
     print_filter_report(report)
 
 

@@ -1,9 +1,10 @@
 """Stage 5, export: veRL parquet (single-turn and agentic RL), an SFT parquet, KernelBench folders.
 
 Outputs (idempotent: the same input writes the same files):
-    verl/single_turn.parquet   rows for the single-turn loop (agent_name `single_turn_agent_name`)
-    verl/agentic.parquet       rows for the `cuda_agent` agent loop
-    verl/*_val.parquet         the validation split, when val_fraction > 0 (split by a hash of the task id)
+    verl/single_turn.parquet   rows for the recipe's single-turn loop (agent_name ``cuda_agent_single_turn``)
+    verl/agentic.parquet       rows for the ``cuda_agent`` agent loop (150 turns)
+    verl/*_val.parquet         the validation split, when val_fraction > 0 (split by a hash of the task id);
+                               its agentic rows name ``cuda_agent_eval`` (200 turns, as the paper evaluates)
     sft.parquet                a `messages` column (prompt + solution) for tasks that carry a solution
     kernelbench/level<N>/<i>_<name>.py   one KernelBench-format file per task, plus manifest.jsonl
 
@@ -35,6 +36,8 @@ from cuda_agent.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 AGENTIC_AGENT = "cuda_agent"
+EVAL_AGENT = "cuda_agent_eval"
+"""Agentic rows of the validation split: the recipe's evaluation loop (200 turns instead of 150)."""
 SINGLE_TURN_AGENT = "cuda_agent_single_turn"
 """The recipe's single-turn loop (recipe/cuda_agent/single_turn.py); veRL's plain one is ``single_turn_agent``."""
 PRECISION_POLICY = "paper"
@@ -60,12 +63,12 @@ def extra_info(task: Task, device: Device, index: int) -> dict[str, Any]:
 
 
 def verl_row(task: Task, *, agentic: bool, device: Device, index: int, data_source: str,
-             single_turn_agent: str = SINGLE_TURN_AGENT) -> dict[str, Any]:
+             single_turn_agent: str = SINGLE_TURN_AGENT, agentic_agent: str = AGENTIC_AGENT) -> dict[str, Any]:
     """One veRL dataset row."""
     prompt = agentic_messages(task, device) if agentic else single_turn_messages(task, device)
     return {
         "data_source": data_source,
-        "agent_name": AGENTIC_AGENT if agentic else single_turn_agent,
+        "agent_name": agentic_agent if agentic else single_turn_agent,
         "prompt": prompt,
         "reward_model": {"style": "rule", "ground_truth": task.id},
         "extra_info": extra_info(task, device, index),
@@ -95,8 +98,10 @@ def _write_verl(tasks: Sequence[Task], out: Path, *, device: Device, data_source
         for suffix, chosen in splits.items():
             if not chosen:
                 continue
+            agentic_agent = EVAL_AGENT if suffix == "_val" else AGENTIC_AGENT
             rows = [verl_row(t, agentic=agentic, device=device, index=i, data_source=data_source,
-                             single_turn_agent=single_turn_agent) for i, t in enumerate(chosen)]
+                             single_turn_agent=single_turn_agent, agentic_agent=agentic_agent)
+                    for i, t in enumerate(chosen)]
             path = out / "verl" / f"{kind}{suffix}.parquet"
             write_parquet(rows, path)
             files.append(str(path.relative_to(out)))

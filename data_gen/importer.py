@@ -176,12 +176,16 @@ def import_tasks(path: str | Path, out: str | Path, *, prefix: str = "ops6k",
     sources = {t.source.strip() for t in existing}
     records = read_records(path)
     fresh: list[Task] = []
+    fresh_ids: set[str] = set()
     invalid = duplicates = skipped = 0
     for count, record in enumerate(records, 1):
         progress(count, len(records))
         task = to_task(record, prefix)
         if task.id in existing_ids:
             skipped += 1
+            continue
+        if task.id in fresh_ids:
+            duplicates += 1
             continue
         try:
             check_source(task.source)
@@ -193,7 +197,7 @@ def import_tasks(path: str | Path, out: str | Path, *, prefix: str = "ops6k",
             duplicates += 1
             continue
         sources.add(task.source.strip())
-        existing_ids.add(task.id)
+        fresh_ids.add(task.id)
         fresh.append(task)
     written = store.append(fresh)
     return ImportReport(read=len(records), imported=written, invalid=invalid, duplicates=duplicates,

@@ -2,7 +2,8 @@
 
 Normal form: the pre-order walk of the module's AST as a list of tokens, in which
 - user identifiers (variables, arguments, function / class names, ``self.<attribute>``) become ``ID``;
-- numeric and string constants become ``CONST`` (True / False / None are kept);
+- numeric and string constants become ``CONST`` (True / False / None are kept), and so do the
+  names of module-level constants (``batch_size = 16`` ... ``torch.randn(batch_size)``);
 - docstrings, comments, formatting, type annotations, import statements, ``super().__init__()``
   and module-level constant assignments (``batch_size = 16``) disappear;
 - library references are resolved through import aliases to their full path, so ``F.relu``,
@@ -35,8 +36,9 @@ _OPERATORS = (ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
 
 
 class _Normaliser:
-    def __init__(self) -> None:
+    def __init__(self, constants: frozenset[str] = frozenset()) -> None:
         self.aliases: dict[str, str] = {}
+        self.constants = constants
 
     def imports(self, tree: ast.Module) -> None:
         for node in ast.walk(tree):
@@ -65,7 +67,7 @@ class _Normaliser:
         elif isinstance(node, (ast.Name, ast.Attribute)) and (path := self.dotted(node)):
             yield "@" + path
         elif isinstance(node, ast.Name):
-            yield node.id if node.id in PROTOCOL_NAMES else "ID"
+            yield node.id if node.id in PROTOCOL_NAMES else "CONST" if node.id in self.constants else "ID"
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
             yield "self." + (node.attr if node.attr in PROTOCOL_NAMES else "ID")
         elif isinstance(node, ast.Attribute):
@@ -153,10 +155,20 @@ def _is_module_constant(node: ast.stmt) -> bool:
                               ast.unaryop, ast.Load)) for n in ast.walk(value))
 
 
+def _assigned_names(statements: list[ast.stmt]) -> frozenset[str]:
+    names = set()
+    for stmt in statements:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+        for target in targets:
+            names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return frozenset(names)
+
+
 def normalized_tokens(source: str) -> list[str]:
     """The normal form of `source` (raises SyntaxError if it does not parse)."""
     tree = _Inliner().visit(ast.parse(source))
-    normaliser = _Normaliser()
+    constants = [s for s in tree.body if _is_module_constant(s)]
+    normaliser = _Normaliser(_assigned_names(constants))
     normaliser.imports(tree)
     body = [s for s in tree.body if not _is_docstring(s) and not _is_module_constant(s)]
     return [token for stmt in body for token in normaliser.tokens(stmt)]

@@ -36,8 +36,8 @@ async def main(device: str, repeats: int) -> list[dict]:
         for i in range(repeats):
             variant = dict(files)
             # A new comment changes the kernel's content hash: a cold compile of that unit.
-            key = next(k for k in variant if k.endswith((".cu", ".cpp")) and "binding" not in k)
-            variant[key] = variant[key] + f"\n// bench variant {i} {time.time()}\n"
+            for key in [k for k in variant if k.startswith("kernels/")]:
+                variant[key] = variant[key] + f"\n// bench variant {i} {time.time()}\n"  # every unit rebuilt
             for label, job_files in (("cold_compile", variant), ("cached_compile", variant)):
                 t0 = time.monotonic()
                 r = await ev.evaluate(EvalJob(problem_src=problem, files=job_files, device=device))

@@ -155,6 +155,7 @@ async def main() -> None:
             f"| {pct(trips['echo hi'], .5):.1f} / {pct(trips['echo hi'], .99):.1f} "
             f"| {pct(cold, .5):.0f} / {max(cold) * 1e3:.0f} | {pct(warm, .5):.0f} / {max(warm) * 1e3:.0f} |"
         )
+    header += f", at the end {os.getloadavg()[0]:.1f} (the machine is shared: latencies rise with its load)"
     command = "python " + shlex.join(["benchmarks/sandbox/bench_sandbox.py", *sys.argv[1:]])
     report = "\n".join([
         "# Terminal sandbox benchmark", "",

@@ -39,7 +39,7 @@ RESULTS, KEPT, RECHECK, REPORT = "results.jsonl", "kept.jsonl", "recheck.jsonl",
 
 
 def judge(tasks: Sequence[Task], config: FilterConfig, store: JsonlStore[FilterResult], *, backend: Backend,
-          ray_address: str | None, progress: ProgressFn) -> tuple[list[str], int]:
+          ray_address: str | None, progress: ProgressFn, ray_gpus_per_task: float = 1.0) -> tuple[list[str], int]:
     """Run `tasks` on `backend`, appending verdicts to `store`; returns (devices used, infra errors)."""
     done = 0
     infra = 0
@@ -62,7 +62,7 @@ def judge(tasks: Sequence[Task], config: FilterConfig, store: JsonlStore[FilterR
     if backend == "ray":
         from cuda_agent.data_gen.filter.backends import run_ray
 
-        devices = run_ray(tasks, config, on_result, on_infra, address=ray_address)
+        devices = run_ray(tasks, config, on_result, on_infra, address=ray_address, gpus_per_task=ray_gpus_per_task)
     else:
         from cuda_agent.data_gen.filter.backends import run_local
 
@@ -85,10 +85,15 @@ def filter_tasks(
     *,
     backend: Backend = "local",
     ray_address: str | None = None,
+    ray_gpus_per_task: float = 1.0,
     recheck: bool = False,
     progress: ProgressFn = no_progress,
 ) -> FilterReport:
-    """Judge every task of the JSONL file `tasks_path`; see the module docstring for the outputs."""
+    """Judge every task of the JSONL file `tasks_path`; see the module docstring for the outputs.
+
+    With `backend="ray"`, each task is a Ray task holding `ray_gpus_per_task` GPUs (a fraction lets
+    several tasks compile on one GPU; the per-GPU file lock still serialises their timings).
+    """
     out = Path(out_dir)
     tasks = JsonlStore(tasks_path, Task).load()
     results_store = JsonlStore(out / RESULTS, FilterResult)
@@ -96,7 +101,8 @@ def filter_tasks(
     todo = [t for t in tasks if t.id not in previous]
     logger.info("filter: %d tasks, %d already judged, %d to run", len(tasks), len(tasks) - len(todo), len(todo))
     start = time.perf_counter()
-    devices, infra = judge(todo, config, results_store, backend=backend, ray_address=ray_address, progress=progress)
+    devices, infra = judge(todo, config, results_store, backend=backend, ray_address=ray_address, progress=progress,
+                           ray_gpus_per_task=ray_gpus_per_task)
     wall_s = time.perf_counter() - start
     verdicts = {r.task_id: r for r in results_store.load()}
     results = [verdicts[t.id] for t in tasks if t.id in verdicts]
@@ -115,18 +121,20 @@ def filter_tasks(
         parallel_slots=_slots(config, backend) if todo else 0, devices=devices,
     )
     if recheck:
-        report.recheck = recheck_kept(kept, out, config, backend=backend, ray_address=ray_address, progress=progress)
+        report.recheck = recheck_kept(kept, out, config, backend=backend, ray_address=ray_address, progress=progress,
+                                      ray_gpus_per_task=ray_gpus_per_task)
     write_json(out / REPORT, report)
     return report
 
 
 def recheck_kept(kept: Sequence[Task], out_dir: str | Path, config: FilterConfig, *, backend: Backend = "local",
-                 ray_address: str | None = None, progress: ProgressFn = no_progress) -> RecheckReport:
+                 ray_address: str | None = None, progress: ProgressFn = no_progress,
+                 ray_gpus_per_task: float = 1.0) -> RecheckReport:
     """Run the filter a second time on the kept tasks (fresh processes); verdicts go to recheck.jsonl."""
     store = JsonlStore(Path(out_dir) / RECHECK, FilterResult)
     previous = store.ids()
     judge([t for t in kept if t.id not in previous], config, store, backend=backend, ray_address=ray_address,
-          progress=progress)
+          progress=progress, ray_gpus_per_task=ray_gpus_per_task)
     verdicts = {r.task_id: r for r in store.load()}
     return recheck_report([verdicts[t.id] for t in kept if t.id in verdicts])
 

@@ -21,15 +21,20 @@ from cuda_agent.errors import InfraError
 
 logger = logging.getLogger(__name__)
 
-PRELOAD = ["torch", "torch._dynamo", "torch._inductor.compile_fx", "cuda_agent.data_gen.filter.checks"]
+PRELOAD = ["torch", "torch._dynamo", "cuda_agent.data_gen.filter.checks"]
+"""Imported once by the forkserver. Nothing here may initialise CUDA (children could not use it then)."""
+CPU_PRELOAD = ["torch._inductor.compile_fx"]
+"""Added when the first run of this process is on the CPU; on GPUs each task process imports inductor
+itself, so that no compiler-stack import can touch CUDA before the fork."""
 _CONTEXT: multiprocessing.context.BaseContext | None = None
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context(device: str) -> multiprocessing.context.BaseContext:
+    """The forkserver context; its preload list is fixed by the first call of this process."""
     global _CONTEXT
     if _CONTEXT is None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        context.set_forkserver_preload(PRELOAD + (CPU_PRELOAD if device == "cpu" else []))
         _CONTEXT = context
     return _CONTEXT
 
@@ -47,7 +52,7 @@ def run_isolated(task_id: str, source: str, config: FilterConfig, device: str, l
     """Judge one task in a fresh process; raises InfraError only when the process cannot be started."""
     from cuda_agent.data_gen.filter.checks import child_main
 
-    context = _context()
+    context = _context(device)
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=child_main, name=f"filter-{task_id}",
                               args=(sender, task_id, source, config.model_dump_json(), device, lock_path))

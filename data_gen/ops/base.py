@@ -98,7 +98,7 @@ SIZE_PRESETS: dict[str, Dims] = {
                   heads=4, vocab=1000, classes=32, max_numel=1 << 20),
     "medium": Dims(batch=16, channels=32, spatial=64, depth=16, length=1024, features=2048, rows=512, seq=256,
                    hidden=512, heads=8, vocab=8000, classes=256, max_numel=1 << 26),
-    "large": Dims(batch=64, channels=64, spatial=128, depth=32, length=8192, features=8192, rows=4096, seq=1024,
+    "large": Dims(batch=64, channels=64, spatial=128, depth=32, length=32768, features=8192, rows=4096, seq=1024,
                   hidden=2048, heads=16, vocab=32000, classes=1000, max_numel=1 << 28),
 }
 """Size presets: `tiny` for CPU tests, `small` for CPU runs, `large` for eager times of 1-100 ms on an H100-class GPU."""

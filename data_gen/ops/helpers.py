@@ -31,8 +31,8 @@ Guard = Callable[[Shape], bool]
 # Standard seed shapes -------------------------------------------------------------------
 
 def flat(d: Dims) -> Shape:
-    """A large 2D tensor (elementwise operators)."""
-    return (d.rows, d.features)
+    """A large 2D tensor (elementwise operators: memory-bound, so 4x the rows of a matrix product)."""
+    return (4 * d.rows, d.features)
 
 
 def vec(d: Dims) -> Shape:

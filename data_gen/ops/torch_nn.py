@@ -6,7 +6,7 @@ import random
 
 from cuda_agent.data_gen.ops.base import Category as C
 from cuda_agent.data_gen.ops.base import Dims, Domain, InputSpec, OpTemplate, Shape, divisor, pick
-from cuda_agent.data_gen.ops.helpers import img, like, mat, module_op, sig, tokens, vec, vol
+from cuda_agent.data_gen.ops.helpers import flat, img, like, mat, module_op, sig, tokens, vec, vol
 
 R, NN, POS, UNIT, PROB, IDX = Domain.REAL, Domain.NONNEG, Domain.POSITIVE, Domain.UNIT, Domain.PROB, Domain.INDEX
 SPATIAL_RANK = {"1d": 3, "2d": 4, "3d": 5}
@@ -119,7 +119,7 @@ def _norms() -> list[OpTemplate]:
 
 
 def _activations() -> list[OpTemplate]:
-    act = lambda cls, out=R, **kw: module_op(cls, category=C.ACTIVATION, seed=mat, domain_out=out, **kw)  # noqa: E731
+    act = lambda cls, out=R, **kw: module_op(cls, category=C.ACTIVATION, seed=flat, domain_out=out, **kw)  # noqa: E731
     softmaxes = [
         act(cls, out=o, params=lambda s, d, r: {"dim": 1 if len(s) > 1 else 0}, ranks={2, 3, 4})
         for cls, o in (("Softmax", PROB), ("LogSoftmax", R), ("Softmin", PROB))

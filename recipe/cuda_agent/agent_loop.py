@@ -87,7 +87,8 @@ class CudaAgentLoop(AgentLoopBase):
         schemas = tool_schemas()
         messages = build_messages(kwargs["raw_prompt"], _skill_text(self.options.skill_path), task)
         metrics = TrajectoryMetrics()
-        async with open_environment(task, self.options, self.reward_options.resolved_pool_address()) as env:
+        pool_address = self.reward_options.resolved_pool_address()
+        async with open_environment(task, self.options, pool_address) as env:
             episode = _Episode(self, env, task, schemas, limits, metrics)
             trajectory = await episode.rollout(messages, sampling_params)
             info = episode.infra_info if episode.infra_info is not None else await self._evaluate(env, task, metrics)
@@ -98,7 +99,7 @@ class CudaAgentLoop(AgentLoopBase):
             exclude=info.infra_failure,
             reward_extra_info={**info.to_extra_info(), **metrics.to_extra_info(names)},
             metrics=metrics.agent_loop_metrics(),
-            num_turns=2 * metrics.turns,
+            num_turns=1 + metrics.turns + episode.observation_turns,  # prompt, assistant and tool turns
         )
 
     def _limits(self, extra_info: dict[str, Any]) -> LoopLimits:
@@ -148,6 +149,7 @@ class _Episode:
         self.extractor = ToolCallExtractor(ToolParser.get_tool_parser(loop.tool_format, loop.tokenizer), schemas)
         self.request_id = uuid4().hex
         self.infra_info: RewardInfo | None = None
+        self.observation_turns = 0
 
     async def rollout(self, messages: list[dict[str, Any]], sampling_params: dict[str, Any]) -> TokenTrajectory:
         prompt_ids = await self.loop.ct_build_initial_tokens(messages, tools=self.schemas)
@@ -222,7 +224,8 @@ class _Episode:
         if call.error is not None:
             return Observation(text=call.error, is_error=True)
         if index >= self.limits.max_calls_per_turn:
-            return Observation(text=f"Not run: at most {self.limits.max_calls_per_turn} tool calls per turn.", is_error=True)
+            limit = self.limits.max_calls_per_turn
+            return Observation(text=f"Not run: at most {limit} tool calls per turn.", is_error=True)
         return await self.env.call(call.name, call.arguments or {})
 
     async def _observe(self, trajectory: TokenTrajectory, messages: list, calls: list[ParsedCall], results) -> bool:
@@ -240,6 +243,7 @@ class _Episode:
             return False
         messages.extend(tool_messages)
         trajectory.update(merge.token_ids, mask, logprobs)
+        self.observation_turns += 1
         return True
 
 

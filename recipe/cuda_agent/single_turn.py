@@ -10,6 +10,7 @@ Scoring inside the loop is what lets an infrastructure failure be excluded from 
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Callable
 from uuid import uuid4
@@ -49,7 +50,7 @@ def _score_fn(trainer_config) -> Callable[..., Any]:
 
 async def _call(score_fn: Callable[..., Any], **kwargs: Any) -> Any:
     result = score_fn(**kwargs)
-    return await result if hasattr(result, "__await__") else result
+    return await result if inspect.isawaitable(result) else result
 
 
 @register(AGENT_NAME)

@@ -7,6 +7,7 @@ policy, protocol version, number of timed calls).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -72,7 +73,8 @@ async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index
     """Time the reference eagerly and under torch.compile in fresh reference children."""
     work = tempfile.mkdtemp(prefix="cuda_agent_baseline_")
     try:
-        write_baseline_files(problem, work, BASELINE_SEED, n_sets)
+        draw_device = "cpu" if device == "cpu" else f"cuda:{device_index}"
+        await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED, n_sets, draw_device)
         eager = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, False, timeout_s)
         if isinstance(eager, str):
             raise InfraError(f"eager baseline failed: {eager}")

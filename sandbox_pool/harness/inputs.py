@@ -15,13 +15,18 @@ import torch
 DISTRIBUTIONS = ("native", "scaled", "heavy_tailed", "shifted", "structured")
 
 
-def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "native") -> list[Any]:
-    """One input list: `get_inputs()` under `seed`, then transformed by `distribution`."""
+def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "native", device: str = "cpu") -> list[Any]:
+    """One input list: `get_inputs()` under `seed` (factories default to `device`), then transformed.
+
+    Drawing on the GPU is ~100x faster than on the CPU for large inputs; the same seed
+    always gives the same values on the same device.
+    """
     torch.manual_seed(seed)
-    values = list(get_inputs())
+    with torch.device(device):
+        values = list(get_inputs())
     if distribution == "native":
         return values
-    gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+    gen = torch.Generator().manual_seed(seed ^ 0x5EED)  # scalars only: drawn on the CPU
     return [_transform(v, distribution, gen) if _is_float_tensor(v) else v for v in values]
 
 
@@ -37,14 +42,14 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torc
         factor = float(torch.empty(1).uniform_(2.0, 4.0, generator=gen))
         out = base * factor if not unit else base.pow(factor)
     elif distribution == "heavy_tailed":
-        noise = torch.distributions.StudentT(2.0).sample(base.shape).clamp(-50, 50)
+        noise = torch.distributions.StudentT(torch.tensor(2.0, device=base.device)).sample(base.shape).clamp(-50, 50)
         out = noise.abs() if nonneg else noise
         out = out / (out.abs().max() + 1e-6) if unit else out
     elif distribution == "shifted":
         shift = float(torch.empty(1).uniform_(0.5, 1.5, generator=gen))
         out = base + shift if not unit else (base * 0.5 + 0.25)
     elif distribution == "structured":
-        ramp = torch.linspace(-3.0, 3.0, base.numel()).reshape(base.shape)
+        ramp = torch.linspace(-3.0, 3.0, base.numel(), device=base.device).reshape(base.shape)
         out = ramp.abs() if nonneg else ramp
         out = out / 3.0 if unit else out
     else:

@@ -57,7 +57,7 @@ class EvalOptions(BaseModel):
     profile: bool = Field(True, description="Time the candidate and the baselines after verification.")
     timed_calls: int = Field(30, ge=3, le=1000, description="Timed calls, each on inputs never seen before (fewer if memory-bound).")
     warmup_calls: int = Field(3, ge=1, le=100, description="Untimed calls before timing.")
-    timing_memory_mb: int = Field(4096, ge=16, description="Budget for distinct timing input sets, MiB.")
+    timing_memory_mb: int = Field(1024, ge=16, description="Budget for distinct timing input sets, MiB (at least 5 sets).")
     seed: int | None = Field(None, description="Seed of the input draws; None = fresh per evaluation.")
     compile_timeout_s: float = Field(300.0, gt=0, description="Limit of the candidate's compile.")
     run_timeout_s: float = Field(300.0, gt=0, description="Limit of the candidate process (load + verify + time).")

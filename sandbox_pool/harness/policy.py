@@ -62,6 +62,7 @@ FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bat::native::|at::cuda::blas|at::_ops::|redispatch|c10::Dispatcher|torch::jit|TORCH_LIBRARY", "calling torch's own kernels"),
         (r"\bsocket\s*\(|\bconnect\s*\(", "network access"),
         (r"ptrace|/proc/", "inspecting other processes"),
+        (r"cudaStreamCreate|cuStreamCreate|cudaStreamNonBlocking", "creating streams (launch on the current stream)"),
         (r"cudaCtxResetPersistingL2Cache|cudaStreamAttrValue|accessPolicyWindow|cudaLimitPersistingL2CacheSize", "L2 persistence control"),
     )
 )
@@ -79,6 +80,7 @@ FORBIDDEN_SYMBOL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^ptrace$|^process_vm_", "inspecting other processes"),
         (r"^c10::Dispatcher::|^torch::jit::", "torch dispatcher internals"),
         (r"^cudaCtxResetPersistingL2Cache$|^cuCtxResetPersistingL2Cache", "L2 persistence control"),
+        (r"^cudaStreamCreate|^cuStreamCreate", "stream creation (launch on the current stream)"),
     )
 )
 

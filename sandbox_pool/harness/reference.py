@@ -20,6 +20,7 @@ from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, timing_file, trial_file
 
 MAX_REDRAWS = 20
+MIN_TIMING_SETS = 5
 
 
 @dataclass
@@ -76,6 +77,10 @@ def _all_finite(values: list[Any]) -> bool:
     return True
 
 
+def _host(values: list[Any]) -> list[Any]:
+    return [v.cpu() if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _run(model: Any, inputs: list[Any]) -> list[Any]:
     with torch.no_grad():
         return flatten_outputs(model(*inputs))
@@ -104,17 +109,17 @@ def prepare(
     for k, distribution in enumerate(correctness_plan(trials)):
         inputs, outputs = _finite_draw(problem, model, device, distribution, draw_seed + 1000 * k)
         if k == 0:
-            prepared.reference_mutates_inputs = _mutates(model, to_device(draw(problem.get_inputs, draw_seed, "native"), device))
-        torch.save(inputs, os.path.join(work_dir, trial_file(k)))
+            prepared.reference_mutates_inputs = _mutates(model, draw(problem.get_inputs, draw_seed, "native", device))
+        torch.save(_host(inputs), os.path.join(work_dir, trial_file(k)))
         prepared.trial_outputs.append([o.cpu() if isinstance(o, torch.Tensor) else o for o in outputs])
         prepared.trial_distributions.append(distribution)
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
-    per_set = max(1, nbytes(draw(problem.get_inputs, draw_seed, "native")))
-    n_sets = max(3, min(timing_sets_wanted, timing_budget_bytes // per_set))
+    per_set = max(1, nbytes(draw(problem.get_inputs, draw_seed, "native", device)))
+    n_sets = max(MIN_TIMING_SETS, min(timing_sets_wanted, timing_budget_bytes // per_set))
     for k in range(n_sets):
-        inputs = draw(problem.get_inputs, seed + 50_000 + k, "native")
-        torch.save(inputs, os.path.join(work_dir, timing_file(k)))
-        outputs = _run(model, to_device(inputs, device))
+        inputs = draw(problem.get_inputs, seed + 50_000 + k, "native", device)
+        torch.save(_host(inputs), os.path.join(work_dir, timing_file(k)))
+        outputs = _run(model, inputs)
         prepared.timing_prints.append(
             fingerprint_bounds(outputs, seed + 1000 * k, atol, rtol) if _all_finite(outputs) else None
         )
@@ -125,17 +130,17 @@ def _finite_draw(problem: Problem, model: Any, device: str, distribution: str, s
     """A draw whose reference output is finite; falls back to native draws, then gives up."""
     for attempt in range(MAX_REDRAWS):
         dist = distribution if attempt < MAX_REDRAWS // 2 else "native"
-        inputs = draw(problem.get_inputs, seed + attempt, dist)
-        outputs = _run(model, to_device(inputs, device))
+        inputs = draw(problem.get_inputs, seed + attempt, dist, device)
+        outputs = _run(model, inputs)
         if _all_finite(outputs):
             return inputs, outputs
     raise ProblemError("the reference produces non-finite outputs on every input draw; the task is unusable")
 
 
-def write_baseline_files(problem: Problem, work_dir: str, seed: int, n_sets: int) -> None:
+def write_baseline_files(problem: Problem, work_dir: str, seed: int, n_sets: int, device: str = "cpu") -> None:
     """Init and timing files for a baseline child (fixed seed: baselines are cached)."""
     model, init_inputs, _ = build_reference(problem, seed, None)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if isinstance(model, torch.nn.Module) else {}
     torch.save({"init_inputs": init_inputs, "state_dict": state}, os.path.join(work_dir, INIT_FILE))
     for k in range(n_sets):
-        torch.save(draw(problem.get_inputs, seed + 50_000 + k, "native"), os.path.join(work_dir, timing_file(k)))
+        torch.save(_host(draw(problem.get_inputs, seed + 50_000 + k, "native", device)), os.path.join(work_dir, timing_file(k)))

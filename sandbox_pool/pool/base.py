@@ -41,6 +41,7 @@ class WorkerStatus(BaseModel):
     busy: bool = Field(False, description="Evaluating a job right now.")
     current_task_id: str | None = Field(None, description="task_id of the job being evaluated.")
     busy_fraction: float = Field(0.0, description="Fraction of the worker's lifetime spent evaluating.")
+    busy_s: float = Field(0.0, description="Seconds spent evaluating since the worker started (for windowed rates).")
     jobs_done: int = Field(0, description="Jobs this worker finished (any verdict).")
     recycles: int = Field(0, description="Times its Evaluator was closed and replaced.")
     uptime_s: float = Field(0.0, description="Seconds since the worker started.")

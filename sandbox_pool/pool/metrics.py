@@ -55,8 +55,10 @@ class BusyClock:
     def uptime_s(self) -> float:
         return time.monotonic() - self.started
 
+    def busy_s(self) -> float:
+        """Seconds spent busy so far, the ongoing job included."""
+        return self._busy_s + (time.monotonic() - self._since if self._since is not None else 0.0)
+
     def fraction(self) -> float:
-        now = time.monotonic()
-        busy = self._busy_s + (now - self._since if self._since is not None else 0.0)
-        up = now - self.started
-        return min(1.0, busy / up) if up > 0 else 0.0
+        up = self.uptime_s()
+        return min(1.0, self.busy_s() / up) if up > 0 else 0.0

@@ -32,6 +32,14 @@ DEFAULT_NAMESPACE = RayPoolConfig.model_fields["namespace"].default
 
 
 async def _ask(actor: "ray.actor.ActorHandle", request: PoolRequest) -> PoolResponse:
+    """Send one protocol request to an actor; its error (if any) is raised as its own class."""
+    response = await _ask_raw(actor, request)
+    if not response.ok:
+        raise_wire_error(response.error)
+    return response
+
+
+async def _ask_raw(actor: "ray.actor.ActorHandle", request: PoolRequest) -> PoolResponse:
     """Send one protocol request to an actor; a withdrawn call is cancelled remotely too."""
     ref = actor.handle.remote(request.model_dump_json())
     try:
@@ -43,10 +51,7 @@ async def _ask(actor: "ray.actor.ActorHandle", request: PoolRequest) -> PoolResp
         raise WorkerCrashedError(f"the pool actor died while holding the request: {exc}") from exc
     except RayError as exc:
         raise PoolError(f"the Ray call to the pool failed: {exc}") from exc
-    response = PoolResponse.model_validate_json(line)
-    if not response.ok:
-        raise_wire_error(response.error)
-    return response
+    return PoolResponse.model_validate_json(line)
 
 
 class EvalActor:
@@ -229,9 +234,12 @@ class RayPoolClient(Pool):
         await self.start()
         assert self._actor is not None
         try:
-            return await asyncio.wait_for(_ask(self._actor, request), wait_s)
+            response = await asyncio.wait_for(_ask_raw(self._actor, request), wait_s)
         except TimeoutError:
             raise PoolTimeoutError(f"the Ray pool {self.name!r} did not answer within {wait_s:.0f} s") from None
+        if not response.ok:
+            raise_wire_error(response.error)
+        return response
 
 
 class RayPool(RayPoolClient):

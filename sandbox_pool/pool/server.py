@@ -105,11 +105,13 @@ class PoolServer:
             if not job.done():
                 job.cancel()  # the client is gone (or we are closing): withdraw its job
             hangup.cancel()
-        if job.cancelled():
-            return None
-        if hangup.done() and not hangup.cancelled() and hangup.result():
-            return error_response(PoolError("the client sent a request before the previous answer"))
-        return job.result()
+            # The reader is free for the next request only once the watcher has really stopped.
+            await asyncio.wait({job, hangup})
+        if hangup.cancelled() or hangup.exception() is not None:
+            return None if job.cancelled() else job.result()
+        if not hangup.result():
+            return None  # end of stream: the client left before its answer
+        return error_response(PoolError("the client sent a request before the previous answer"))
 
 
 def _remove_stale_socket(path: Path) -> None:

@@ -72,9 +72,11 @@ class EvalWorker:
             logger.exception("restarting the evaluator of %s failed", self.name)
 
     def status(self) -> WorkerStatus:
-        return WorkerStatus(name=self.name, device=self.evaluator.device, busy=self.clock.busy,
-                            current_task_id=self.current_task_id, busy_fraction=self.clock.fraction(),
-                            jobs_done=self.jobs_done, recycles=self.recycles, uptime_s=self.clock.uptime_s())
+        clock = self.clock
+        return WorkerStatus(name=self.name, device=self.evaluator.device, busy=clock.busy,
+                            current_task_id=self.current_task_id, busy_fraction=clock.fraction(),
+                            busy_s=clock.busy_s(), jobs_done=self.jobs_done, recycles=self.recycles,
+                            uptime_s=clock.uptime_s())
 
 
 def make_workers(device: str, indices: list[int], *, cache_dir: Path | None, isolate: bool,

@@ -8,7 +8,9 @@ Paths given to the file methods are relative to the workspace root; backends mus
 paths that escape it (``..``, absolute paths, symlinks pointing outside).
 
 Errors: a model's mistake (a refused or missing path, a write to a protected file, too
-many background jobs) raises `ToolCallError`, whose message is meant for the model; a
+many background jobs) raises `ToolCallError`, whose message is meant for the model (a
+missing path is also a `FileNotFoundError`, a folder read as a file an
+`IsADirectoryError`: files.WorkspaceFileNotFoundError / WorkspaceIsADirectoryError); a
 sandbox that cannot be created or used raises `SandboxError` / `SandboxUnavailableError`
 (cuda_agent/errors.py). Commands never raise for their own failures: a non-zero exit, a
 timeout or a limit hit is a `CommandResult`.

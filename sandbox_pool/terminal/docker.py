@@ -74,6 +74,7 @@ class DockerSandbox(TerminalSandbox):
         self.limits = config.limits
         self.slot_mode = workspace is None
         self.container_id: str | None = None
+        self.name = f"{config.name_prefix}-{secrets.token_hex(6)}"
         self._jobs = JobTable(config.limits.max_background_jobs)
         self._files: WorkspaceFiles | None = None
         self._state: Path | None = None
@@ -102,16 +103,16 @@ class DockerSandbox(TerminalSandbox):
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        if self._pool is not None:
-            return
         if self._closed:
             raise SandboxError("sandbox is closed")
+        if self._pool is not None:
+            return
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="docker-sandbox")
-        self._api = await asyncio.get_running_loop().run_in_executor(self._pool, _connect, self.config)
-        self._state = Path(tempfile.mkdtemp(prefix="cuda-agent-dsb-", dir=self.config.state_dir))
-        self._jobs_dir().mkdir()
-        self._jobs_dir().chmod(0o777)
         try:
+            self._api = await asyncio.get_running_loop().run_in_executor(self._pool, _connect, self.config)
+            self._state = Path(tempfile.mkdtemp(prefix="cuda-agent-dsb-", dir=self.config.state_dir))
+            self._jobs_dir().mkdir()
+            self._jobs_dir().chmod(0o777)
             await self._start_container()
         except BaseException:
             await self.close()
@@ -165,7 +166,7 @@ class DockerSandbox(TerminalSandbox):
         mounts += [Mount(dst, src, type="bind", read_only=True) for src, dst in sorted(ro.items(), key=lambda i: i[1])]
         memory = f"{cfg.container_memory_mb or cfg.limits.memory_mb}m"
         container = self._api.create_container(
-            cfg.image, command=["bash", "-c", _PID1], name=f"{cfg.name_prefix}-{secrets.token_hex(6)}",
+            cfg.image, command=["bash", "-c", _PID1], name=self.name,
             hostname="sandbox", working_dir=point, environment=self._environment(), user=self._user(),
             labels={"cuda-agent.sandbox": "terminal"},
             host_config=self._api.create_host_config(
@@ -181,6 +182,15 @@ class DockerSandbox(TerminalSandbox):
             self._api.remove_container(container["Id"], force=True)
             raise
         return container["Id"]
+
+    def _remove_container(self) -> None:
+        """Remove the container by name: also one whose start timed out; absent is fine."""
+        import docker.errors
+
+        try:
+            self._api.remove_container(self.name, force=True)
+        except docker.errors.NotFound:
+            pass
 
     def _environment(self) -> dict[str, str]:
         env = {"HOME": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb"}
@@ -199,11 +209,11 @@ class DockerSandbox(TerminalSandbox):
         if self._closed:
             return
         self._closed = True
-        if self.container_id is not None:
+        if self._api is not None:
             try:
-                await self._call(self._api.remove_container, self.container_id, force=True)
-            except SandboxError:
-                logger.warning("could not remove sandbox container %s", self.container_id, exc_info=True)
+                await self._call(self._remove_container)
+            except SandboxError as exc:
+                logger.warning("could not remove sandbox container %s: %s", self.name, exc)
         for job in self._jobs.running():
             job.state = "killed"
         if self._files is not None:
@@ -244,7 +254,8 @@ class DockerSandbox(TerminalSandbox):
             await asyncio.sleep(0.05)
         if pid is None or not pid.isdigit() or int(pid) <= 1:
             return
-        exec_id = await self._call(self._api.exec_create, self.container_id, ["kill", "-KILL", "--", f"-{pid}"],
+        kill = ["bash", "-c", 'kill -KILL -- "-$1"', "kill", pid]  # the builtin: no procps needed
+        exec_id = await self._call(self._api.exec_create, self.container_id, kill,
                                    user=self._user())
         await self._call(self._api.exec_start, exec_id)
 

@@ -22,6 +22,14 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_LISTED = 100_000
 
 
+class WorkspaceFileNotFoundError(ToolCallError, FileNotFoundError):
+    """The path names nothing in the workspace (catch either base)."""
+
+
+class WorkspaceIsADirectoryError(ToolCallError, IsADirectoryError):
+    """The path names a folder where a file is needed (catch either base)."""
+
+
 def normalize(path: str) -> str:
     """The workspace-relative form of `path`, or ToolCallError if it leaves the workspace."""
     if not path or "\0" in path:
@@ -79,21 +87,28 @@ class WorkspaceFiles:
     def _step(self, fd: int, name: str, norm: str, create: bool) -> int:
         """Descriptor of the folder `name` in `fd` (created if asked); closes `fd` on success only."""
         try:
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise ToolCallError(f"no such file: {norm}") from None
-                os.mkdir(name, 0o755, dir_fd=fd)
-                self._chown(name, fd)
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                raise WorkspaceFileNotFoundError(f"no such file: {norm}") from None
+            child = self._mkdir(fd, name, norm)
         except OSError as exc:
             raise self._walk_error(exc, norm) from exc
         os.close(fd)
         return child
 
+    def _mkdir(self, fd: int, name: str, norm: str) -> int:
+        try:
+            os.mkdir(name, 0o755, dir_fd=fd)
+            self._chown(name, fd)
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise self._walk_error(exc, norm) from exc
+
     @staticmethod
     def _walk_error(exc: OSError, norm: str) -> ToolCallError:
+        if exc.errno == errno.EISDIR:
+            return WorkspaceIsADirectoryError(f"{norm} is a folder, not a file")
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             return ToolCallError(f"{norm}: a component is a symlink or not a folder (file tools follow no symlinks)")
         return ToolCallError(f"{norm}: {exc.strerror}")
@@ -109,7 +124,7 @@ class WorkspaceFiles:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
         except FileNotFoundError:
-            raise ToolCallError(f"no such file: {norm}") from None
+            raise WorkspaceFileNotFoundError(f"no such file: {norm}") from None
         except OSError as exc:
             raise self._walk_error(exc, norm) from exc
         finally:
@@ -117,7 +132,7 @@ class WorkspaceFiles:
         with os.fdopen(fd, "rb") as handle:
             mode = os.fstat(fd).st_mode
             if stat.S_ISDIR(mode):
-                raise ToolCallError(f"{norm} is a folder, not a file")
+                raise WorkspaceIsADirectoryError(f"{norm} is a folder, not a file")
             if not stat.S_ISREG(mode):
                 raise ToolCallError(f"{norm} is not a regular file")
             return handle.read()

@@ -1,20 +1,22 @@
-"""How the local backend starts one sandboxed command: a mount plan, turned into argv.
+"""How the local backend runs sandboxed commands: a mount plan, a holder, and nsenter.
 
-Every command gets fresh namespaces (mount, pid, net, ipc, uts; user when the caller is
-not root): starting them costs ~5 ms, and when the command's first process exits the
-pid namespace dies with everything it started, so no process outlives its command.
-
-Two launchers build the same view from one `MountPlan`:
-- bubblewrap (`bwrap_argv`), the default;
-- util-linux ``unshare`` + ``mount`` + ``chroot``, the fallback for hosts without
-  bubblewrap: a holder process per sandbox keeps the mount namespace
-  (`unshare_holder_argv`), each command enters it in a fresh pid namespace
-  (`unshare_command_argv`).
+Each sandbox has a *holder*: a sleeping process in fresh mount, net, ipc and uts
+namespaces (and a user namespace when the caller is not root) whose root is the
+sandbox's view, built once from one `MountPlan`:
+- by bubblewrap (`bwrap_holder_argv`), the default;
+- by util-linux ``unshare`` + ``mount`` + ``chroot`` (`unshare_holder_argv`), the
+  fallback for hosts without bubblewrap.
+Each command enters the holder's namespaces with ``nsenter`` and runs in a fresh pid
+namespace (`command_argv`): when its first process exits, or when we kill its launcher,
+the pid namespace dies with everything the command started, so no process outlives its
+command. Building the view costs dozens of mounts; entering it costs none, which keeps a
+round trip near 10 ms.
 
 Privileges: a root caller's commands run as an unprivileged uid (`MountPlan.run_as`),
 because the kernel never applies RLIMIT_NPROC to root; a non-root caller's commands keep
-its uid inside a user namespace that may not create further user namespaces. In both
-cases the command holds no capabilities, so it cannot undo a read-only mount.
+its uid inside the holder's user namespace (bubblewrap forbids further user namespaces
+there). In both cases the command holds no capabilities (``setpriv``), so it cannot undo
+a read-only mount.
 """
 
 from __future__ import annotations
@@ -63,14 +65,16 @@ def drop_privileges_argv(plan: MountPlan) -> list[str]:
     return [*base, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
 
 
-def bwrap_argv(plan: MountPlan) -> list[str]:
-    """bubblewrap prefix; append the command's argv."""
+#: What a holder runs once its view is built (its stdout tells us so).
+_HOLDER_COMMAND = ["sh", "-c", "echo ready; exec sleep infinity"]
+
+
+def bwrap_holder_argv(plan: MountPlan) -> list[str]:
+    """bubblewrap building the view around a sleeping holder (dies with its parent)."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     if plan.run_as is None:
         argv += ["--unshare-user", "--disable-userns"]
-    else:  # privileged bwrap: keep just what setpriv needs to switch to run_as
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(plan.shm_bytes), "--tmpfs", "/dev/shm",
              "--bind", plan.tmp_dir, "/tmp"]
     for folder in plan.folders():
@@ -83,16 +87,21 @@ def bwrap_argv(plan: MountPlan) -> list[str]:
     argv += ["--bind", ws_src, ws_dst]
     for rel in plan.protected:
         argv += ["--ro-bind", f"{ws_src}/{rel}", f"{ws_dst}/{rel}"]
-    return [*argv, "--chdir", ws_dst, "--", *drop_privileges_argv(plan)]
+    return [*argv, "--chdir", ws_dst, "--", *drop_privileges_argv(plan), *_HOLDER_COMMAND]
+
+
+def command_argv(plan: MountPlan, holder_pid: int) -> list[str]:
+    """Prefix running one command in the holder's view, in a fresh pid namespace."""
+    argv = ["nsenter", "-t", str(holder_pid), "--mount", "--net", "--ipc", "--uts"]
+    if plan.run_as is None:  # our uid is root of the holder's user namespace already
+        argv += ["--user", "--preserve-credentials"]
+    argv += ["--root", "--wd", "--", "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+    return [*argv, *drop_privileges_argv(plan)]
 
 
 def unshare_holder_argv(plan: MountPlan, root_dir: str) -> list[str]:
-    """A long-lived process holding the mount (and net, ipc, uts) namespace of the view.
-
-    It builds the same view as bubblewrap under `root_dir` (an empty host folder), prints
-    ``ready`` and sleeps; each command then enters its namespaces (`unshare_command_argv`),
-    so the dozens of ``mount`` calls are paid once per sandbox, not per command.
-    """
+    """unshare(1) building the same view as bubblewrap under `root_dir` (an empty host
+    folder), then chroot-ing the holder into it (it dies with its parent too)."""
     q = shlex.quote
     r = q(root_dir)
     lines = ["set -e", f"mount -t tmpfs -o mode=0755 sandbox-root {r}",
@@ -114,20 +123,12 @@ def unshare_holder_argv(plan: MountPlan, root_dir: str) -> list[str]:
     lines += [f"ln -s /proc/self/fd {r}/dev/fd"] + [
         f"ln -s /proc/self/fd/{i} {r}/dev/{name}" for i, name in enumerate(("stdin", "stdout", "stderr"))
     ]
-    lines += ["echo ready", "exec sleep infinity"]
+    tail = ["chroot", root_dir, "env", "-C", plan.workspace[1], "setpriv", "--pdeathsig", "KILL", *_HOLDER_COMMAND]
+    lines.append(f"exec {shlex.join(tail)}")
     argv = ["unshare", "--mount", "--net", "--ipc", "--uts", "--propagation", "private"]
     if plan.run_as is None:
         argv += ["--user", "--map-root-user"]
     return [*argv, "--", "/bin/sh", "-c", "\n".join(lines), "sandbox-holder"]
-
-
-def unshare_command_argv(plan: MountPlan, root_dir: str, holder_pid: int) -> list[str]:
-    """Prefix running one command in the holder's namespaces, in a fresh pid namespace."""
-    argv = ["nsenter", "-t", str(holder_pid), "--mount", "--net", "--ipc", "--uts"]
-    if plan.run_as is None:  # our uid is root of the holder's user namespace already
-        argv += ["--user", "--preserve-credentials"]
-    return [*argv, "--", "unshare", "--pid", "--fork", "--kill-child", f"--mount-proc={root_dir}/proc", "--",
-            "chroot", root_dir, "env", "-C", plan.workspace[1], *drop_privileges_argv(plan)]
 
 
 @functools.lru_cache(maxsize=4)
@@ -146,7 +147,7 @@ def probe_launcher(preference: str, as_root: bool) -> str:
 def _try(name: str, as_root: bool) -> str | None:
     if shutil.which(name) is None:
         return "not installed"
-    for tool in ("setpriv", "prlimit", "nsenter"):
+    for tool in ("setpriv", "prlimit", "nsenter", "unshare"):
         if shutil.which(tool) is None:
             return f"{tool} (util-linux) not installed"
     if name == "bwrap":

@@ -30,9 +30,9 @@ from cuda_agent.sandbox_pool.terminal.hostenv import prlimit_argv, python_paths,
 from cuda_agent.sandbox_pool.terminal.jobs import Job, JobTable
 from cuda_agent.sandbox_pool.terminal.launch import (
     MountPlan,
-    bwrap_argv,
+    bwrap_holder_argv,
+    command_argv,
     probe_launcher,
-    unshare_command_argv,
     unshare_holder_argv,
 )
 from cuda_agent.sandbox_pool.terminal.output import read_capped, remove_quietly
@@ -106,19 +106,18 @@ class LocalSandbox(TerminalSandbox):
             raise WorkspaceError(f"workspace {workspace} is not a directory")
         if self._owner is not None:
             await asyncio.to_thread(chown_tree, workspace, self._owner, self.protected)
-        self._files = WorkspaceFiles(workspace, self.protected, self._owner)
-        self.workspace = workspace
         plan = self._plan(workspace)
         if self.launcher == "bwrap":
-            self._prefix = bwrap_argv(plan)
+            argv = bwrap_holder_argv(plan)
         else:
-            root = str(self._state / "root")
-            self._holder = await self._start_holder(unshare_holder_argv(plan, root))
-            self._prefix = unshare_command_argv(plan, root, self._holder.pid)
-        self._prefix += prlimit_argv(self.limits)
+            argv = unshare_holder_argv(plan, str(self._state / "root"))
+        self._holder = await self._start_holder(argv)
+        self._prefix = command_argv(plan, _sleeper(self._holder.pid)) + prlimit_argv(self.limits)
+        self._files = WorkspaceFiles(workspace, self.protected, self._owner)
+        self.workspace = workspace
 
     async def _start_holder(self, argv: list[str]) -> asyncio.subprocess.Process:
-        """Start the unshare launcher's namespace holder and wait until its view is built."""
+        """Start the sandbox's namespace holder and wait until its view is built."""
         holder = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, start_new_session=True,
@@ -131,7 +130,7 @@ class LocalSandbox(TerminalSandbox):
             _kill_group(holder)
             await holder.wait()
             error = (await holder.stderr.read()).decode(errors="replace").strip()
-            raise SandboxError(f"unshare launcher could not build the sandbox view: {error or 'timeout'}")
+            raise SandboxError(f"{self.launcher} could not build the sandbox view: {error or 'timeout'}")
         return holder
 
     def _plan(self, workspace: Path) -> MountPlan:
@@ -263,6 +262,17 @@ class LocalSandbox(TerminalSandbox):
             self._procs.discard(job.handle)
             job.state, job.exit_code = "killed", job.handle.returncode
         return await asyncio.to_thread(self._jobs.report, job, self.limits.max_output_bytes)
+
+
+def _sleeper(pid: int) -> int:
+    """The holder's sleeping process: `pid` itself or its first descendant named sleep."""
+    for _ in range(8):  # bwrap -> its pid-1 init -> sleep
+        with open(f"/proc/{pid}/comm") as comm:
+            if comm.read().strip() == "sleep":
+                return pid
+        with open(f"/proc/{pid}/task/{pid}/children") as children:
+            pid = int(children.read().split()[0])
+    raise SandboxError("cannot find the sandbox's holder process")
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -1,27 +1,11 @@
-"""Fixtures of the data_gen tests: tiny crawled seeds, task builders, the KernelBench fixture folder."""
+"""Fixtures of the data_gen tests: crawled tiny seeds (once per session), the KernelBench fixture folder."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
-
-from cuda_agent.data_gen.models import Provenance, Task, TaskKind
-from cuda_agent.data_gen.store import JsonlStore
-
-KERNELBENCH_FIXTURE = Path(__file__).parent / "kernelbench_fixture"
-
-
-def make_task(task_id: str, source: str, *, ops: list[str] | None = None, level: int = 2) -> Task:
-    """A hand-written task (source dedented)."""
-    return Task(id=task_id, name=task_id, source=textwrap.dedent(source).lstrip(), ops=ops or ["torch.test"],
-                kind=TaskKind.FUSED, level=level, provenance=Provenance(generator="test"))
-
-
-def write_tasks(path: Path, tasks: list[Task]) -> Path:
-    JsonlStore(path, Task).write(tasks)
-    return path
+from dg_helpers import KERNELBENCH_FIXTURE
 
 
 @pytest.fixture(scope="session")

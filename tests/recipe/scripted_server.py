@@ -28,7 +28,7 @@ class Script:
 
 
 class ScriptedServer:
-    """Not a dataclass on purpose: hydra.utils.instantiate would turn a dataclass argument into a config."""
+    """Not a dataclass on purpose: hydra.utils.instantiate turns dataclass arguments into configs."""
 
     def __init__(self, tokenizer, scripts: dict[str, Script]):
         self.tokenizer = tokenizer
@@ -46,7 +46,9 @@ class ScriptedServer:
         await asyncio.sleep(0)
         key, turn = self._by_request.get(request_id) or (self.key_of(prompt_ids), 0)
         self._by_request[request_id] = (key, turn + 1)
-        self.requests.append({"key": key, "turn": turn, "prompt_ids": list(prompt_ids), "params": dict(sampling_params)})
+        self.requests.append(
+            {"key": key, "turn": turn, "prompt_ids": list(prompt_ids), "params": dict(sampling_params)}
+        )
         replies = self.scripts[key].replies
         reply = replies[min(turn, len(replies) - 1)]
         if isinstance(reply, BaseException):
@@ -56,4 +58,6 @@ class ScriptedServer:
             raise reply
         token_ids = self.tokenizer.encode(reply, add_special_tokens=False) + [self.tokenizer.eos_token_id]
         token_ids = token_ids[: int(sampling_params.get("max_tokens", len(token_ids)))]
-        return TokenOutput(token_ids=token_ids, log_probs=[-0.25] * len(token_ids), stop_reason="completed", num_preempted=0)
+        return TokenOutput(
+            token_ids=token_ids, log_probs=[-0.25] * len(token_ids), stop_reason="completed", num_preempted=0
+        )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import pytest_asyncio
 
 from scripted_server import Script, ScriptedServer, ServerFailure
 
@@ -31,7 +32,8 @@ def call(name: str, **arguments) -> str:
 
 def write_solution(solution: str) -> str:
     folder = SOLUTIONS / solution
-    calls = [call("Write", file_path=f"kernels/{k.name}", content=k.read_text()) for k in (folder / "kernels").iterdir()]
+    kernels = sorted((folder / "kernels").iterdir())
+    calls = [call("Write", file_path=f"kernels/{k.name}", content=k.read_text()) for k in kernels]
     calls.append(call("Write", file_path="model_new.py", content=(folder / "model_new.py").read_text()))
     return "I will write the kernel and the model.\n" + "\n".join(calls)
 
@@ -71,7 +73,10 @@ async def run_worker(config_factory, make_batch, folder: Path, scripts: dict, wo
 
     config = config_factory(
         "cuda_agent_agentic_ppo",
-        loop_options={"workspace_root": str(workspace_root), "limits": {"max_turns": 150, "max_observation_chars": 16000}},
+        loop_options={
+            "workspace_root": str(workspace_root),
+            "limits": {"max_turns": 150, "max_observation_chars": 16000},
+        },
         response_length=RESPONSE_LENGTH,
     )
     worker = AgentLoopWorker(config, llm_client=None)
@@ -94,7 +99,8 @@ class Trajectory:
         self.mask = output.batch["response_mask"][index, :length].tolist()
         self.score = float(output.batch["rm_scores"][index].sum())
         self.reward_position = int(output.batch["rm_scores"][index].nonzero().flatten()[-1]) if self.score else None
-        self.info = {key: value[index] for key, value in output.non_tensor_batch.items() if isinstance(value, np.ndarray)}
+        batch = output.non_tensor_batch
+        self.info = {key: value[index] for key, value in batch.items() if isinstance(value, np.ndarray)}
         self.tokenizer = tokenizer
 
     def runs(self) -> list[tuple[int, str]]:
@@ -107,7 +113,7 @@ class Trajectory:
         return runs
 
 
-@pytest.fixture(scope="module")
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def batch_result(trainer_config_factory, make_batch, tmp_path_factory):
     workspaces = tmp_path_factory.mktemp("workspaces")
     output, server, tokenizer = await run_worker(
@@ -124,6 +130,7 @@ async def test_correct_faster_kernel_gets_its_reward(batch_result):
     assert fast.info["agent/calls/Write"] == 2 and fast.info["agent/calls/Bash"] == 1
     assert fast.info["agent/compiles"] == 1 and fast.info["agent/compile_passes"] == 1
     assert fast.info["agent/stop_reason"] == "model_done" and not fast.info["infra_failure"]
+    assert fast.info["__num_turns__"] == 1 + 3 + 2  # prompt, assistant turns, observation turns
 
 
 async def test_masks_model_tokens_one_observations_zero(batch_result):

@@ -11,7 +11,11 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO / "recipe" / "cuda_agent" / "config"
 CONFIGS = ["cuda_agent_single_turn_ppo", "cuda_agent_agentic_ppo"]
-REQUIRED = ["actor_rollout_ref.model.path=/models/base", "data.train_files=/d/train.parquet", "data.val_files=/d/val.parquet"]
+REQUIRED = [
+    "actor_rollout_ref.model.path=/models/base",
+    "data.train_files=/d/train.parquet",
+    "data.val_files=/d/val.parquet",
+]
 
 
 def composed(name: str, overrides: list[str] = ()):
@@ -54,7 +58,8 @@ def test_recipe_values(name):
 def test_agentic_loop_config_is_valid_and_limits_match():
     from cuda_agent.recipe.loop_config import loop_config_from_kwargs
 
-    entries = {entry["name"]: entry for entry in OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "agent_loops.yaml"))}
+    loaded = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "agent_loops.yaml"))
+    entries = {entry["name"]: entry for entry in loaded}
     assert set(entries) == {"cuda_agent", "cuda_agent_eval", "cuda_agent_single_turn"}
     train = loop_config_from_kwargs({k: v for k, v in entries["cuda_agent"].items() if k != "_target_"})
     evaluation = loop_config_from_kwargs({k: v for k, v in entries["cuda_agent_eval"].items() if k != "_target_"})
@@ -74,3 +79,31 @@ def test_main_ppo_command_line_composes_it(name):
     job = OmegaConf.create(completed.stdout)
     assert job.reward.custom_reward_function.name == "compute_score"
     assert job.actor_rollout_ref.rollout.agent.default_agent_loop in ("cuda_agent", "cuda_agent_single_turn")
+
+
+@pytest.mark.parametrize(
+    ("script", "env"),
+    [
+        ("run_single_turn_ppo.sh", {"MODEL_PATH": "/models/base"}),
+        ("run_agentic_ppo.sh", {"ACTOR_PATH": "/ckpt/rft", "CRITIC_PATH": "/ckpt/value", "TOOL_FORMAT": "qwen3_coder"}),
+    ],
+)
+def test_stage_scripts_compose_with_absolute_paths(script, env, tmp_path):
+    import os
+
+    bin_dir = Path(sys.executable).parent  # the scripts call python3 from PATH: this venv's
+    environment = {**os.environ, **env, "TRAIN_FILES": "/d/train.parquet", "DRY_RUN": "1",
+                   "CUDA_AGENT_POOL": "/run/cuda_agent/pool.sock", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    completed = subprocess.run(
+        ["bash", str(CONFIG_DIR.parent / script), "trainer.total_epochs=1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=environment,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    job = OmegaConf.create(completed.stdout)
+    assert Path(job.reward.custom_reward_function.path).is_file()
+    assert Path(job.actor_rollout_ref.rollout.agent.agent_loop_config_path).is_file()
+    assert job.reward.custom_reward_function.reward_kwargs.pool_address == "/run/cuda_agent/pool.sock"
+    assert job.trainer.total_epochs == 1
+    if "agentic" in script:
+        assert job.critic.model.path == "/ckpt/value"
+        assert job.actor_rollout_ref.rollout.multi_turn.format == "qwen3_coder"

@@ -85,7 +85,9 @@ def test_no_gradient_reaches_the_excluded_sample(loss_agg_mode):
     assert torch.count_nonzero(log_prob.grad[:2]) > 0
 
     vpreds = values.clone().requires_grad_()
-    vf_loss, _ = compute_value_loss(vpreds, returns, values, mask.bool(), cliprange_value=0.5, loss_agg_mode=loss_agg_mode)
+    vf_loss, _ = compute_value_loss(
+        vpreds, returns, values, mask.bool(), cliprange_value=0.5, loss_agg_mode=loss_agg_mode
+    )
     (vf_loss + 0 * vpreds.sum()).backward()
     assert torch.count_nonzero(vpreds.grad[2]) == 0
 

@@ -52,11 +52,11 @@ def run_batch(trainer_config_factory, make_batch, tmp_path_factory):
 
     async def run(cases: dict[str, str], overrides: list[str] = ()):
         config = trainer_config_factory("cuda_agent_single_turn_ppo", overrides=list(overrides))
-        server = None
         worker = AgentLoopWorker(config, llm_client=None)
         server = ScriptedServer(worker.tokenizer, {f"[case {k}]": Script([v]) for k, v in cases.items()})
         worker.llm_client = server
-        batch = make_batch([row(k, i) for i, k in enumerate(cases)], config, worker.tokenizer, tmp_path_factory.mktemp("b"))
+        rows = [row(k, i) for i, k in enumerate(cases)]
+        batch = make_batch(rows, config, worker.tokenizer, tmp_path_factory.mktemp("b"))
         output = await worker.generate_sequences(batch)
         from cuda_agent.reward_fns.evaluation import aclose_embedded
 

@@ -58,7 +58,8 @@ async def test_unknown_option_is_a_config_error(compute_score):
 
 
 def test_veRL_injected_kwargs_are_not_options():
-    options = RewardOptions.from_kwargs({"reward_router_address": "x", "reward_model_tokenizer": None, "kind": "speedup"})
+    injected = {"reward_router_address": "x", "reward_model_tokenizer": None}
+    options = RewardOptions.from_kwargs({**injected, "kind": "speedup"})
     assert options.kind.value == "speedup"
 
 
@@ -87,3 +88,14 @@ async def test_snapshot_without_model_new_is_minus_one(compute_score, tmp_path):
     info = dict(EXTRA_INFO, workspace_snapshot=str(tmp_path))
     result = await compute_score(data_source="s", solution_str="", ground_truth="t1", extra_info=info)
     assert result["score"] == -1.0 and result["status"] == "static_check_failed"
+
+
+async def test_unreachable_pool_is_an_infrastructure_failure(compute_score, tmp_path):
+    """Not the candidate's -1: flagged so the agent loops exclude the sample from the update."""
+    from cuda_agent.reward_fns.cuda_kernel import compute_score as raw
+
+    answer = "```python model_new.py\nimport cuda_extension\n```\n"
+    result = await raw("s", answer, "t1", dict(EXTRA_INFO), pool_address=str(tmp_path / "no-pool.sock"))
+    assert result["infra_failure"] is True and result["status"] == "infra_error"
+    assert result["score"] == 0.0 and result["kernel_reward"] is None
+    assert "Pool" in result["error"]

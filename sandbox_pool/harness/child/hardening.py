@@ -26,16 +26,22 @@ def make_undumpable() -> None:
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
+def _lower(which: int, limit: int) -> None:
+    """Set a limit, never above what an enclosing sandbox already imposes."""
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(which, (limit, limit))
+
+
 def harden_child(*, isolate: bool, memory_limit_mb: int | None, file_size_mb: int) -> str:
     """Apply limits and namespaces to the current (child) process; returns a description."""
     os.setsid()
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    size = file_size_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    _lower(resource.RLIMIT_CORE, 0)
+    _lower(resource.RLIMIT_FSIZE, file_size_mb * 1024 * 1024)
     if memory_limit_mb:
-        limit = memory_limit_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        _lower(resource.RLIMIT_AS, memory_limit_mb * 1024 * 1024)
     parts = ["setsid", "rlimits"]
     if isolate:
         if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:

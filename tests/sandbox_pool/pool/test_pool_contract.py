@@ -10,7 +10,7 @@ import pytest
 from conftest import make_job
 
 from cuda_agent.errors import PoolError, PoolOverloadedError, PoolTimeoutError
-from cuda_agent.sandbox_pool.harness import EvalJob, EvalStatus
+from cuda_agent.sandbox_pool.harness import EvalJob, EvalResult, EvalStatus
 
 
 def candidate_sha(job: EvalJob) -> str:
@@ -73,7 +73,7 @@ async def test_job_timeout_is_an_infra_failure_and_the_pool_recovers(make_pool) 
 
 
 async def test_status_reports_workers_queue_and_latency(make_pool) -> None:
-    pool = await make_pool()
+    pool = await make_pool(recycle_after_jobs=1)
     before = await pool.status()
     assert before.device == "cpu" and len(before.workers) == 1 and before.queue_depth == 0
     await pool.evaluate(make_job("cpu_cheat"))
@@ -83,6 +83,8 @@ async def test_status_reports_workers_queue_and_latency(make_pool) -> None:
     assert status.latency.p50_s <= status.latency.p90_s <= status.latency.p99_s
     worker = status.workers[0]
     assert worker.jobs_done == 1 and not worker.busy
+    assert worker.recycles == 1, "recycle_after_jobs=1 replaces the evaluator after each job"
+    assert 0.0 < worker.busy_s <= status.latency.p50_s + 1.0
     assert 0.0 < worker.busy_fraction <= 1.0
     assert status.pending == status.running == status.compiling == 0
 
@@ -92,3 +94,31 @@ async def test_job_for_another_device_is_refused(make_pool) -> None:
     job = make_job("cpu_fast").model_copy(update={"device": "cuda"})
     with pytest.raises(PoolError):
         await pool.evaluate(job)
+
+
+@pytest.mark.ray
+async def test_named_ray_pool_is_reachable_from_another_ray_worker(ray_cluster, pool_cache) -> None:
+    """A Ray task (as veRL's reward workers are) finds the pool by the address in CUDA_AGENT_POOL."""
+    import ray
+
+    from cuda_agent.sandbox_pool.pool import RayPool, RayPoolConfig
+
+    @ray.remote(num_cpus=0)
+    def remote_evaluate(job_json: str) -> str:
+        from cuda_agent.sandbox_pool.pool import connect_pool
+
+        async def run() -> str:
+            async with connect_pool() as pool:
+                return (await pool.evaluate(EvalJob.model_validate_json(job_json))).model_dump_json()
+
+        return asyncio.run(run())
+
+    config = RayPoolConfig(name="test-pool-named", num_workers=1, num_gpus_per_worker=1, cache_dir=pool_cache)
+    async with RayPool(config) as pool:
+        env = {"env_vars": {"CUDA_AGENT_POOL": pool.ray_address}}
+        job = make_job("cpu_cheat")
+        answer = await remote_evaluate.options(runtime_env=env).remote(job.model_dump_json())
+        result = EvalResult.model_validate_json(answer)
+        assert result.status is EvalStatus.VIOLATION
+        assert result.receipt.candidate_sha256 == candidate_sha(job)
+        assert (await pool.status()).completed == 1

@@ -179,6 +179,27 @@ async def test_extra_read_only_mounts(make_sandbox, tmp_path):
     assert (extra / "info.txt").read_text() == "shared"
 
 
+async def test_host_unix_socket_reachable_through_read_only_mount(make_sandbox, tmp_path):
+    """How the skill scripts reach the evaluation pool: a unix socket, no network."""
+
+    async def echo(reader, writer):
+        writer.write(b"pong:" + await reader.read(4))
+        await writer.drain()
+        writer.close()
+
+    path = tmp_path / "pool.sock"
+    server = await asyncio.start_unix_server(echo, path=str(path))
+    path.chmod(0o666)  # connect() needs write permission on the socket for the sandbox's uid
+    try:
+        sb = await make_sandbox(extra_ro_mounts={str(path): "/run/cuda-agent/pool.sock"})
+        code = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/cuda-agent/pool.sock'); "
+                "s.sendall(b'ping'); print(s.recv(16).decode())")
+        result = await sb.run(f'python -c "{code}"', timeout_s=30)
+        assert result.stdout == "pong:ping\n", result.stderr
+    finally:
+        server.close()
+
+
 # ---------------------------------------------------------------------- isolation and limits
 async def test_no_network_to_host_loopback(make_sandbox):
     listener = socket.socket()
@@ -300,3 +321,16 @@ async def test_parallel_commands(make_sandbox):
     sb = await make_sandbox()
     results = await asyncio.gather(*(sb.run(f"sleep 0.3; echo {i}") for i in range(4)))
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+
+
+async def test_missing_paths_and_folders_raise_both_error_kinds(make_sandbox):
+    sb = await make_sandbox()
+    for path in ("nope.py", "kernels/nope.cu", "nodir/x.cu"):
+        with pytest.raises(FileNotFoundError):
+            await sb.read_file(path)
+        with pytest.raises(ToolCallError):
+            await sb.read_file(path)
+    with pytest.raises(IsADirectoryError):
+        await sb.read_file("kernels")
+    with pytest.raises(IsADirectoryError):
+        await sb.write_file("kernels", b"x")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from cuda_agent.errors import ToolCallError
+from cuda_agent.errors import SandboxError, ToolCallError
 from cuda_agent.sandbox_pool.terminal.config import (
     DEFAULT_PROTECTED,
     DockerSandboxConfig,
@@ -69,7 +69,8 @@ def test_protection_covers_entries_and_below():
 @pytest.mark.parametrize(
     "pattern, path, hit",
     [("**/*.cu", "kernels/a.cu", True), ("**/*.cu", "a.cu", True), ("*.cu", "kernels/a.cu", False),
-     ("kernels/*", "kernels/a.cu", True), ("kernels/*", "kernels/x/a.cu", False), ("k?rnels/[ab].cu", "kernels/a.cu", True),
+     ("kernels/*", "kernels/a.cu", True), ("kernels/*", "kernels/x/a.cu", False),
+     ("k?rnels/[ab].cu", "kernels/a.cu", True),
      ("**", "x/y/z", True), ("[!a].py", "a.py", False)],
 )
 def test_glob(pattern, path, hit):
@@ -84,3 +85,35 @@ def test_read_capped_keeps_head_and_tail(tmp_path: Path):
     assert read_capped(str(path), 200, offset=end) == ("", False, end)
     (tmp_path / "link").symlink_to(path)
     assert read_capped(str(tmp_path / "link"), 200) == ("", False, 0)  # never follows a planted symlink
+
+
+def test_no_launcher_says_the_fix(monkeypatch, tmp_path):
+    from cuda_agent.errors import SandboxUnavailableError
+    from cuda_agent.sandbox_pool.terminal.launch import probe_launcher
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    probe_launcher.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailableError, match="install bubblewrap"):
+            probe_launcher("auto", False)
+    finally:
+        probe_launcher.cache_clear()
+
+
+async def test_unreachable_engine_says_the_fix(tmp_path):
+    from cuda_agent.errors import SandboxUnavailableError
+
+    sandbox = create_sandbox(DockerSandboxConfig(engine_url="unix:///nonexistent/docker.sock"), tmp_path)
+    with pytest.raises(SandboxUnavailableError, match="start_engine.sh|Docker SDK"):
+        await sandbox.start()
+    with pytest.raises(SandboxError):
+        await sandbox.run("true")
+
+
+@pytest.mark.docker
+async def test_missing_image_says_how_to_build_it(tmp_path, docker_image):
+    from cuda_agent.errors import SandboxUnavailableError
+
+    sandbox = create_sandbox(DockerSandboxConfig(image="cuda-agent-no-such-image:0"), tmp_path)
+    with pytest.raises(SandboxUnavailableError, match="build_test_image.sh"):
+        await sandbox.start()
