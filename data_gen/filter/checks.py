@@ -135,24 +135,32 @@ class _TaskRun:
         import torch
 
         torch.manual_seed(seed)
-        return [_to(x, self.device) for x in self.module.get_inputs()]
+        with torch.device(self.device):  # draw GPU-sized inputs on the GPU, not on a shared CPU
+            return [_to(x, self.device) for x in self.module.get_inputs()]
 
     def _instantiate(self) -> tuple[Any, list[Any], list[Any]]:
         import torch
 
         try:
             torch.manual_seed(self.config.seed)
-            model = self.module.Model(*self.module.get_init_inputs()).to(self.device)
+            with torch.device(self.device):
+                model = self.module.Model(*self.module.get_init_inputs()).to(self.device)
             return model, self._draw(self.config.seed), self._draw(self.config.seed + 1)
+        except (torch.OutOfMemoryError, MemoryError) as exc:
+            raise Rejected(Criterion.OUT_OF_MEMORY, f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:  # the task's own code failed
             raise Rejected(Criterion.LOAD_ERROR, f"{type(exc).__name__}: {exc}") from exc
 
     def run(self, model: Any, inputs: Sequence[Any], criterion: Criterion = Criterion.EAGER_ERROR) -> list[Any]:
+        import torch
+
         try:
             out = model(*inputs)
             self.sync()
         except Rejected:
             raise
+        except (torch.OutOfMemoryError, MemoryError) as exc:
+            raise Rejected(Criterion.OUT_OF_MEMORY, f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:  # the task's own code failed
             raise Rejected(criterion, f"{type(exc).__name__}: {exc}") from exc
         return [t.detach().clone() for t in _flatten(out)]
@@ -235,6 +243,7 @@ def evaluate(task_id: str, source: str, config: FilterConfig, device: str, lock_
             run = _TaskRun(source, config, device)
             with device_lock(lock_path):
                 reference, result.eager_ms = eager_checks(run)
+            run.inputs_b = []  # free the second draw before compiling
             if config.compile:
                 result.compile_s = compile_check(run, reference)
         result.kept = True

@@ -36,6 +36,8 @@ class Criterion(str, enum.Enum):
     """torch.compile fails or the compiled model raises."""
     COMPILE_MISMATCH = "compile_mismatch"
     """The compiled model's output differs from eager beyond atol / rtol."""
+    OUT_OF_MEMORY = "out_of_memory"
+    """The task ran out of device (or host) memory; with several task processes per GPU, rerun with fewer."""
     TIMEOUT = "timeout"
     """The task's process exceeded timeout_s."""
     CRASH = "crash"

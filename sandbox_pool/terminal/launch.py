@@ -90,11 +90,16 @@ def bwrap_holder_argv(plan: MountPlan) -> list[str]:
     return [*argv, "--chdir", ws_dst, "--", *drop_privileges_argv(plan), *_HOLDER_COMMAND]
 
 
-def command_argv(plan: MountPlan, holder_pid: int) -> list[str]:
-    """Prefix running one command in the holder's view, in a fresh pid namespace."""
+def command_argv(plan: MountPlan, holder_pid: int, userns: str | None = None) -> list[str]:
+    """Prefix running one command in the holder's view, in a fresh pid namespace.
+
+    `userns`: the user namespace owning the holder's mount namespace (non-root callers;
+    bubblewrap nests the holder one level deeper). Our uid owns it, so entering it gives
+    the capabilities nsenter needs; the command drops them all before it starts.
+    """
     argv = ["nsenter", "-t", str(holder_pid), "--mount", "--net", "--ipc", "--uts"]
-    if plan.run_as is None:  # our uid is root of the holder's user namespace already
-        argv += ["--user", "--preserve-credentials"]
+    if plan.run_as is None:
+        argv += [f"--user={userns}" if userns else "--user", "--preserve-credentials"]
     argv += ["--root", "--wd", "--", "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"]
     return [*argv, *drop_privileges_argv(plan)]
 
@@ -123,6 +128,8 @@ def unshare_holder_argv(plan: MountPlan, root_dir: str) -> list[str]:
     lines += [f"ln -s /proc/self/fd {r}/dev/fd"] + [
         f"ln -s /proc/self/fd/{i} {r}/dev/{name}" for i, name in enumerate(("stdin", "stdout", "stderr"))
     ]
+    if plan.run_as is None:  # the command runs as root of this user namespace: no nested ones
+        lines.append("echo 0 > /proc/sys/user/max_user_namespaces")
     tail = ["chroot", root_dir, "env", "-C", plan.workspace[1], "setpriv", "--pdeathsig", "KILL", *_HOLDER_COMMAND]
     lines.append(f"exec {shlex.join(tail)}")
     argv = ["unshare", "--mount", "--net", "--ipc", "--uts", "--propagation", "private"]

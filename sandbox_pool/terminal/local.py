@@ -1,19 +1,20 @@
 """The `local` terminal sandbox: Linux namespaces through bubblewrap (or unshare), no daemon.
 
-Each command runs in fresh namespaces built from one `MountPlan` (launch.py): no network,
-the host's system folders and this venv read-only, the workspace read-write at
+A holder process keeps the sandbox's view, built once from a `MountPlan` (launch.py): no
+network, the host's system folders and this venv read-only, the workspace read-write at
 `/workspace` with the protected entries bound read-only over it, a private /tmp kept for
-the sandbox's lifetime (a host folder, not the host's /tmp). Limits (hostenv.prlimit_argv):
-RLIMIT_CPU, RLIMIT_AS (memory, per process), RLIMIT_NPROC, RLIMIT_FSIZE, no core
-files; the wall clock is enforced by killing the command's process group, which takes its
-whole pid namespace with it. See docs/sandbox.md for what these limits do and do not cover.
+the sandbox's lifetime (a host folder, not the host's /tmp). Each command enters the view
+in a fresh pid namespace. Limits (hostenv.prlimit_argv): RLIMIT_CPU, RLIMIT_AS (memory,
+per process), RLIMIT_NPROC, RLIMIT_FSIZE, no core files; the wall clock is enforced by
+killing the command's launcher, which takes its whole pid namespace with it. See
+docs/sandbox.md for what these limits do and do not cover.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import itertools
-import logging
 import os
 import secrets
 import shutil
@@ -37,8 +38,7 @@ from cuda_agent.sandbox_pool.terminal.launch import (
 )
 from cuda_agent.sandbox_pool.terminal.output import read_capped, remove_quietly
 
-logger = logging.getLogger(__name__)
-
+_NS_GET_USERNS = 0xB701  # ioctl_ns(2)
 #: uids given to root callers' sandboxes: far above system and human accounts.
 _UID_RANGE = (200_000, 1_200_000)
 
@@ -69,6 +69,7 @@ class LocalSandbox(TerminalSandbox):
         self._owner: tuple[int, int] | None = None
         self._procs: set[asyncio.subprocess.Process] = set()
         self._holder: asyncio.subprocess.Process | None = None
+        self._userns_fd: int | None = None
         self._names = itertools.count()
         self._closed = False
 
@@ -112,7 +113,12 @@ class LocalSandbox(TerminalSandbox):
         else:
             argv = unshare_holder_argv(plan, str(self._state / "root"))
         self._holder = await self._start_holder(argv)
-        self._prefix = command_argv(plan, _sleeper(self._holder.pid)) + prlimit_argv(self.limits)
+        target = _sleeper(self._holder.pid)
+        userns = None
+        if plan.run_as is None:
+            self._userns_fd = _owning_userns(target)
+            userns = f"/proc/{os.getpid()}/fd/{self._userns_fd}"
+        self._prefix = command_argv(plan, target, userns) + prlimit_argv(self.limits)
         self._files = WorkspaceFiles(workspace, self.protected, self._owner)
         self.workspace = workspace
 
@@ -120,7 +126,7 @@ class LocalSandbox(TerminalSandbox):
         """Start the sandbox's namespace holder and wait until its view is built."""
         holder = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True, env=self.env,
         )
         try:
             line = await asyncio.wait_for(holder.stdout.readline(), 60)
@@ -164,6 +170,8 @@ class LocalSandbox(TerminalSandbox):
         if self._holder is not None:
             _kill_group(self._holder)
             await self._holder.wait()
+        if self._userns_fd is not None:
+            os.close(self._userns_fd)
         if self._files is not None:
             self._files.close()
         if self._state is not None:
@@ -265,14 +273,23 @@ class LocalSandbox(TerminalSandbox):
 
 
 def _sleeper(pid: int) -> int:
-    """The holder's sleeping process: `pid` itself or its first descendant named sleep."""
-    for _ in range(8):  # bwrap -> its pid-1 init -> sleep
-        with open(f"/proc/{pid}/comm") as comm:
-            if comm.read().strip() == "sleep":
-                return pid
+    """The holder's innermost process (bwrap -> its pid-1 init -> sleep), inside the view."""
+    for _ in range(8):
         with open(f"/proc/{pid}/task/{pid}/children") as children:
-            pid = int(children.read().split()[0])
+            below = children.read().split()
+        if not below:
+            return pid
+        pid = int(below[0])
     raise SandboxError("cannot find the sandbox's holder process")
+
+
+def _owning_userns(pid: int) -> int:
+    """An open descriptor of the user namespace that owns `pid`'s mount namespace."""
+    fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return fcntl.ioctl(fd, _NS_GET_USERNS)
+    finally:
+        os.close(fd)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

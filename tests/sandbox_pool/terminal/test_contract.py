@@ -154,7 +154,8 @@ async def test_protected_files_refused_by_api(make_sandbox, workspace, path):
     "command",
     ["echo hacked > model.py", "echo hacked >> utils/compile.sh", "rm -f model.py", "mv model.py gone.py",
      "chmod 777 model.py", "touch utils/new.py", "rm -rf utils", "echo x > binding.cpp", "echo x > SKILL.md",
-     "truncate -s 0 binding_registry.h", "ln model.py kernels/hard && echo hacked > kernels/hard"],
+     "truncate -s 0 binding_registry.h", "ln model.py kernels/hard && echo hacked > kernels/hard",
+     "unshare -Urm sh -c 'umount -l /workspace/model.py; echo hacked > /workspace/model.py'"],
 )
 async def test_protected_files_read_only_in_shell(make_sandbox, workspace, command):
     sb = await make_sandbox()
@@ -167,6 +168,13 @@ async def test_protected_files_read_only_in_shell(make_sandbox, workspace, comma
     assert (workspace / "SKILL.md").read_text() == "# skill\n"
     assert not (workspace / "utils" / "new.py").exists()
     assert (await sb.run("cp model.py kernels/ref.py && cat kernels/ref.py")).exit_code == 0
+
+
+async def test_no_nested_user_namespaces(make_sandbox, backend):
+    if backend.startswith("local") and os.geteuid() == 0:
+        pytest.skip("root callers' local sandboxes cannot forbid user namespaces (docs/sandbox.md)")
+    sb = await make_sandbox()
+    assert (await sb.run("unshare -U true")).exit_code != 0
 
 
 async def test_extra_read_only_mounts(make_sandbox, tmp_path):
