@@ -1,4 +1,11 @@
-"""The README's first command: sample solutions evaluated end to end, with their rewards."""
+"""The README's first command: the whole system on the embedded default (CPU, local sandbox).
+
+1. A scripted agent session: a stand-in for the LLM issues the tool calls a model would
+   (read the task, profile, write a kernel, compile, verify, profile) in the local terminal
+   sandbox; the trusted evaluator then scores the final workspace.
+2. The example problem's sample solutions (fast, slow, cheating) evaluated end to end,
+   with their rewards.
+"""
 
 from __future__ import annotations
 
@@ -16,43 +23,94 @@ PROBLEM_FILE = {"cpu": "diag_matmul", "cuda": "diag_matmul_cuda"}  # sizes that 
 CANDIDATES = {"cpu": ["cpu_fast", "cpu_slow", "cpu_cheat"], "cuda": ["cuda_fast", "cuda_slow", "cuda_cheat"]}
 
 
-def _workspace(root: Path, device: str, name: str) -> Path:
-    from cuda_agent.sandbox_pool.workspace import create_workspace
-
-    ws = create_workspace((EXAMPLES / "problems" / f"{PROBLEM_FILE[device]}.py").read_text(), root / name, device)
-    solution = EXAMPLES / "solutions" / PROBLEM / name
-    (ws / "model_new.py").write_text((solution / "model_new.py").read_text())
-    for kernel in (solution / "kernels").iterdir():
-        shutil.copy(kernel, ws / "kernels" / kernel.name)
-    return ws
+def _problem_src(device: str) -> str:
+    return (EXAMPLES / "problems" / f"{PROBLEM_FILE[device]}.py").read_text()
 
 
-async def _evaluate_all(device: str, timed_calls: int, root: Path, console: Console) -> Table:
+def _solution_files(device: str, name: str) -> dict[str, str]:
+    folder = EXAMPLES / "solutions" / PROBLEM / name
+    files = {"model_new.py": (folder / "model_new.py").read_text()}
+    files.update({f"kernels/{p.name}": p.read_text() for p in sorted((folder / "kernels").iterdir())})
+    return files
+
+
+def _scripted_calls(device: str) -> list[tuple[str, dict]]:
+    """What the stand-in model does, as (tool name, arguments) pairs."""
+    calls: list[tuple[str, dict]] = [
+        ("Read", {"file_path": "model.py"}),
+        ("Bash", {"command": "python3 -m utils.profiling 2>&1 | head -20", "timeout": 600_000}),
+    ]
+    for path, content in _solution_files(device, f"{device}_fast").items():
+        calls.append(("Write", {"file_path": path, "content": content}))
+    calls += [
+        ("Bash", {"command": "bash utils/compile.sh", "timeout": 600_000}),
+        ("Bash", {"command": "python3 -m utils.verification", "timeout": 600_000}),
+        ("Bash", {"command": "python3 -m utils.profiling 2>&1 | tail -4", "timeout": 600_000}),
+    ]
+    return calls
+
+
+async def _agent_session(device: str, root: Path, console: Console) -> Table:
+    from cuda_agent.sandbox_pool.harness import EvalJob, evaluate_job
+    from cuda_agent.sandbox_pool.terminal.config import LocalSandboxConfig, create_sandbox
+    from cuda_agent.sandbox_pool.workspace import create_workspace, read_candidate_files
+    from cuda_agent.tools import ToolSession, call_tool
+
+    ws = create_workspace(_problem_src(device), root / "agent_session", device)
+    console.rule(f"scripted agent session (local sandbox, workspace {ws})")
+    sandbox = create_sandbox(LocalSandboxConfig(), ws)
+    await sandbox.start()
+    session = ToolSession(sandbox)
+    try:
+        for name, args in _scripted_calls(device):
+            shown = {k: (v if len(str(v)) < 60 else str(v)[:57] + "...") for k, v in args.items()}
+            console.print(f"[bold cyan]> {name}[/bold cyan] {shown}")
+            obs = await call_tool(session, name, args)
+            text = obs.text.strip().splitlines()
+            console.print("\n".join(text[:12]) + ("\n..." if len(text) > 12 else ""), markup=False, highlight=False)
+    finally:
+        await session.close()
+        await sandbox.close()
+    result = await evaluate_job(EvalJob(problem_src=_problem_src(device), files=read_candidate_files(ws),
+                                        device=device, task_id="agent_session"))
+    return _table("final evaluation of the agent's workspace", [("agent_session", result)])
+
+
+async def _sample_solutions(device: str, timed_calls: int, console: Console) -> Table:
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
-    from cuda_agent.sandbox_pool.workspace import read_candidate_files, read_problem
 
-    table = Table(title=f"{PROBLEM}: sample solutions on {device}")
-    for column in ("candidate", "status", "reward", "runtime us", "eager us", "compile us", "vs eager", "vs compile", "note"):
-        table.add_column(column)
+    rows = []
     async with Evaluator(EvaluatorConfig(device=device)) as evaluator:
         for name in CANDIDATES[device]:
-            ws = _workspace(root, device, name)
-            console.log(f"evaluating {name} (workspace {ws})")
-            job = EvalJob(problem_src=read_problem(ws), files=read_candidate_files(ws), device=device,
+            console.log(f"evaluating sample solution {name}")
+            job = EvalJob(problem_src=_problem_src(device), files=_solution_files(device, name), device=device,
                           options=EvalOptions(timed_calls=timed_calls), task_id=name)
-            r = await evaluator.evaluate(job)
-            f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-            table.add_row(name, r.status.value, f(r.reward), f(r.runtime_us), f(r.eager_us), f(r.torch_compile_us),
-                          f(r.speedup_vs_eager), f(r.speedup_vs_compile), (r.error or "")[:70])
+            rows.append((name, await evaluator.evaluate(job)))
+    return _table(f"{PROBLEM}: sample solutions on {device}", rows)
+
+
+def _table(title: str, rows: list) -> Table:
+    table = Table(title=title)
+    for column in ("candidate", "status", "reward", "runtime us", "eager us", "compile us", "vs eager",
+                   "vs compile", "note"):
+        table.add_column(column)
+    f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    for name, r in rows:
+        table.add_row(name, r.status.value, f(r.reward), f(r.runtime_us), f(r.eager_us), f(r.torch_compile_us),
+                      f(r.speedup_vs_eager), f(r.speedup_vs_compile), (r.error or "")[:60])
     return table
 
 
-def run_quickstart(device: str, timed_calls: int) -> int:
-    console = Console()
+def run_quickstart(device: str, timed_calls: int, agent: bool = True) -> int:
+    console = Console(width=max(Console().width, 150))
     root = Path(tempfile.mkdtemp(prefix="cuda_agent_quickstart_"))
     try:
-        table = asyncio.run(_evaluate_all(device, timed_calls, root, console))
+        tables = []
+        if agent:
+            tables.append(asyncio.run(_agent_session(device, root, console)))
+        tables.append(asyncio.run(_sample_solutions(device, timed_calls, console)))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    console.print(table)
+    for table in tables:
+        console.print(table)
     return 0

@@ -78,7 +78,7 @@ def eval_cmd(
     if as_json:
         sys.stdout.write(json.dumps(result.to_public_json()) + "\n")
     else:
-        Console().print(result_table(result, title=str(directory)))
+        Console(width=max(Console().width, 120)).print(result_table(result, title=str(directory)))
     if result.status is EvalStatus.INFRA_ERROR:
         raise typer.Exit(3)
 
@@ -102,12 +102,15 @@ def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imp
 def quickstart(
     device: str = typer.Option("cpu", "--device", help="cpu (any machine) or cuda (a GPU node)."),
     timed_calls: int = typer.Option(10, "--timed-calls", help="Timed calls per candidate."),
+    agent: bool = typer.Option(True, "--agent/--no-agent", help="Run the scripted agent session first."),
 ) -> None:
-    """Evaluate the example problem's sample solutions end to end and print their rewards.
+    """Run the system end to end on the embedded default (CPU, local sandbox, embedded evaluator).
 
-    The main job on the embedded default (local sandbox, local pool): a fast correct kernel,
-    a slow correct one and a cheating one, each in its own workspace.
+    A scripted agent session (a stand-in for the LLM drives the real tools in the local
+    sandbox: read, profile, write a kernel, compile, verify, profile; then the trusted
+    evaluator scores the workspace), then the example's sample solutions (fast, slow,
+    cheating) with their rewards. Example: cuda-agent quickstart --device cpu
     """
     from cuda_agent.cli.quickstart import run_quickstart
 
-    raise typer.Exit(run_quickstart(device, timed_calls))
+    raise typer.Exit(run_quickstart(device, timed_calls, agent))

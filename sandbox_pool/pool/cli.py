@@ -43,6 +43,10 @@ def serve(
     from cuda_agent.sandbox_pool.pool.server import default_socket_path
 
     path = socket or default_socket_path()
+    if backend == "ray":  # join / start the cluster on the main thread, before the event loop
+        from cuda_agent.sandbox_pool.pool.ray_pool import init_ray
+
+        init_ray(ray_address)
     asyncio.run(_serve(config.build(), path, int(socket_mode, 8)))
 
 
@@ -135,6 +139,7 @@ def _print_status(s: "PoolStatus") -> None:
         f"busy {s.busy_fraction:.1%}  latency p50 {_seconds(lat.p50_s)} s  p90 {_seconds(lat.p90_s)} s  "
         f"p99 {_seconds(lat.p99_s)} s  (n={lat.count})")
     table = Table("worker", "device", "busy", "task", "busy fraction", "jobs", "recycles")
+    table.columns[0].overflow = "fold"
     for w in s.workers:
         table.add_row(w.name, w.device, "yes" if w.busy else "no", w.current_task_id or "-",
                       f"{w.busy_fraction:.1%}", str(w.jobs_done), str(w.recycles))

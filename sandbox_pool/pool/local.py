@@ -3,8 +3,8 @@
 A job goes: admission (back-pressure) -> compile queue -> compile slot (CPU) -> evaluation
 queue -> evaluation worker (its device, exclusive) -> result. Both queues serve the highest
 priority first, then the oldest job. The deadline covers the whole path; a job past it is
-withdrawn wherever it is (a running evaluation is cancelled and its worker recycled) and the
-caller gets `PoolTimeoutError`.
+withdrawn wherever it is (a running evaluation is cancelled and its worker recycled; a
+running build finishes into the cache) and the caller gets `PoolTimeoutError`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,10 @@ class LocalPool(Pool):
             ticket = await self.book.queue.get()
             ticket.stage = "compiling"
             assert self.cache_dir is not None
-            task = await run_step(ticket, prebuild(ticket.job, self.cache_dir))
+            # A build runs to its end (bounded by compile_timeout_s) even if its job is withdrawn:
+            # it is cached for a retry, and a build cancelled midway can leave its compiler and
+            # cache locks behind.
+            task = await run_step(ticket, prebuild(ticket.job, self.cache_dir), cancellable=False)
             if ticket.abandoned or task.cancelled():
                 continue
             if task.exception() is not None:

@@ -176,7 +176,7 @@ def ray_address(name: str, namespace: str = DEFAULT_NAMESPACE) -> str:
     return f"ray://{name}" if namespace == DEFAULT_NAMESPACE else f"ray://{name}?namespace={namespace}"
 
 
-def _init_ray(address: str | None) -> None:
+def init_ray(address: str | None) -> None:
     """Join the Ray cluster at `address` (None: $RAY_ADDRESS, a running local cluster, else a new one)."""
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, logging_level=logging.WARNING)
@@ -210,7 +210,7 @@ class RayPoolClient(Pool):
 
     async def start(self) -> None:
         if self._actor is None:
-            await asyncio.to_thread(_init_ray, self.ray_init_address)
+            await asyncio.to_thread(init_ray, self.ray_init_address)
             try:
                 self._actor = await asyncio.to_thread(ray.get_actor, self.name, namespace=self.namespace)
             except ValueError as exc:
@@ -253,7 +253,7 @@ class RayPool(RayPoolClient):
     async def start(self) -> None:
         if self._actor is not None:
             return
-        await asyncio.to_thread(_init_ray, self.config.ray_address)
+        await asyncio.to_thread(init_ray, self.config.ray_address)
         options = dict(name=self.name, namespace=self.namespace, get_if_exists=True, num_cpus=0,
                        max_restarts=0, max_concurrency=10_000)
         if self.config.detached:

@@ -33,6 +33,7 @@ class Ticket:
         self.future: asyncio.Future[EvalResult] = asyncio.get_running_loop().create_future()
         self.stage = "queued"
         self.task: asyncio.Task | None = None
+        self.task_cancellable = True  # False for steps that must finish once started (builds)
         self.abandoned = False
         self.payload: object = None  # what an earlier stage produced for a later one (a build)
 
@@ -116,12 +117,12 @@ class JobBook:
         return result
 
     def withdraw(self, ticket: Ticket) -> None:
-        """Take a ticket out wherever it is; its running step is cancelled."""
+        """Take a ticket out wherever it is; its running step is cancelled unless it must finish."""
         ticket.abandoned = True
         self.pending.discard(ticket)
         if not ticket.future.done():
             ticket.future.cancel()
-        if ticket.task is not None and not ticket.task.done():
+        if ticket.task is not None and ticket.task_cancellable and not ticket.task.done():
             ticket.task.cancel()
 
     def close(self) -> None:
@@ -137,10 +138,11 @@ class JobBook:
                     running=stages.count("running"), pending=len(stages))
 
 
-async def run_step(ticket: Ticket, step: Coroutine[Any, Any, Any]) -> asyncio.Task:
-    """Run `step` as the ticket's cancellable task (withdraw() cancels it); returns it finished."""
+async def run_step(ticket: Ticket, step: Coroutine[Any, Any, Any], *, cancellable: bool = True) -> asyncio.Task:
+    """Run `step` as the ticket's task, returned finished; withdraw() cancels it if `cancellable`."""
     task = asyncio.create_task(step)
     ticket.task = task
+    ticket.task_cancellable = cancellable
     try:
         await asyncio.wait({task})
     finally:

@@ -91,12 +91,6 @@ async def _bash(session: ToolSession, command: str) -> str:
 async def test_scripted_session_reaches_a_positive_reward(
     sandbox: TerminalSandbox, workspace: Path, request: pytest.FixtureRequest
 ) -> None:
-    if request.node.callspec.params["sandbox"] != "host":
-        # Seen with the local backend: utils.verification evaluates in an embedded pool inside
-        # the sandbox, and the harness's child hardening then fails with "ValueError: not allowed
-        # to raise maximum limit" (the sandbox already lowered the rlimits). DESIGN.md has the
-        # scripts reach the pool outside the sandbox over CUDA_AGENT_POOL; remove this once wired.
-        request.applymarker(pytest.mark.xfail(reason="in-sandbox evaluation needs the pool (CUDA_AGENT_POOL)"))
     from cuda_agent.sandbox_pool.harness.evaluator import evaluate_job
     from cuda_agent.sandbox_pool.harness.models import EvalJob
     from cuda_agent.sandbox_pool.workspace import read_candidate_files

@@ -19,6 +19,7 @@ from cuda_agent.sandbox_pool.pool.cli import app
 CLIENT_SCRIPT = """
 import asyncio, sys
 sys.path.insert(0, {tests!r})
+from conftest import make_job
 from cuda_agent.sandbox_pool.pool import connect_pool
 
 async def main():

@@ -24,16 +24,19 @@ async def test_a_client_that_leaves_withdraws_its_job(socket_path: Path, pool_ca
     async with LocalPool(LocalPoolConfig(cache_dir=pool_cache)) as pool, PoolServer(pool, socket_path):
         client = PoolClient(str(socket_path))
         waiting = asyncio.create_task(client.evaluate(make_job("endless")))
-        for _ in range(200):  # until the endless job occupies the worker
+        for _ in range(1800):  # until the endless job occupies the worker (a cold build is slow)
             if (await pool.status()).running == 1:
                 break
             await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the endless job never started")
         waiting.cancel()
         for _ in range(100):
             if (await pool.status()).pending == 0:
                 break
             await asyncio.sleep(0.1)
-        assert (await pool.status()).pending == 0
+        status = await pool.status()
+        assert status.pending == 0 and status.running == 0
         result = await client.evaluate(make_job("cpu_cheat"))  # the worker was recycled and serves again
         assert result.status is EvalStatus.VIOLATION
         assert (await pool.status()).workers[0].recycles == 1

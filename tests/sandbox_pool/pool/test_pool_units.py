@@ -126,3 +126,19 @@ async def test_pool_close_fails_pending_jobs() -> None:
     book.close()
     with pytest.raises(errors.PoolError):
         await waiter
+
+
+async def test_worker_is_recycled_after_an_unclean_job_and_after_its_quota(pool_cache) -> None:
+    from cuda_agent.sandbox_pool.harness import EvaluatorConfig
+    from cuda_agent.sandbox_pool.pool.worker import EvalWorker
+
+    worker = EvalWorker("cpu:0", EvaluatorConfig(device="cpu", cache_dir=pool_cache), recycle_after_jobs=2)
+    await worker.start()
+    first = worker.evaluator
+    await worker.after_job(healthy=False)  # an infra_error / withdrawn job: replace the evaluator
+    assert worker.recycles == 1 and worker.evaluator is not first
+    await worker.after_job(healthy=True)
+    assert worker.recycles == 1
+    await worker.after_job(healthy=True)  # quota of 2 clean jobs reached
+    assert worker.recycles == 2 and worker.jobs_done == 3
+    await worker.close()
