@@ -17,6 +17,9 @@ also derives from it so callers can catch either::
     │   ├── PoolOverloadedError              back-pressure: the queue is full
     │   └── PoolUnreachableError (ConnectionError)
     └── ToolCallError (ValueError)           a model's tool call that cannot run (becomes an observation)
+        ├── ToolUsageError                   ... carrying a ToolErrorKind (cuda_agent.tools.observation)
+        ├── WorkspaceFileNotFoundError (FileNotFoundError)   (cuda_agent.sandbox_pool.terminal.files)
+        └── WorkspaceIsADirectoryError (IsADirectoryError)   (cuda_agent.sandbox_pool.terminal.files)
 
 Three kinds of failure, three mechanisms (STYLE.md): our bug or a misconfiguration
 raises one of these with the fix in the message; the model's mistake inside a trajectory

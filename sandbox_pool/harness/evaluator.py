@@ -315,7 +315,8 @@ class _CandidateSession:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
-        outputs = torch.load(os.path.join(self.work, output_file(k)), weights_only=True)
+        outputs = torch.load(os.path.join(self.work, output_file(k)), weights_only=True,
+                             map_location=self.run_.ev.device)
         mismatch = compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
         if mismatch:
             verify.ok = False

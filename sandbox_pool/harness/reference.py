@@ -111,7 +111,7 @@ def prepare(
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, draw(problem.get_inputs, draw_seed, "native", device))
         torch.save(_host(inputs), os.path.join(work_dir, trial_file(k)))
-        prepared.trial_outputs.append([o.cpu() if isinstance(o, torch.Tensor) else o for o in outputs])
+        prepared.trial_outputs.append(outputs)  # kept on the device: compared there
         prepared.trial_distributions.append(distribution)
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
     per_set = max(1, nbytes(draw(problem.get_inputs, draw_seed, "native", device)))

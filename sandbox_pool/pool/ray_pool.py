@@ -210,7 +210,10 @@ class RayPoolClient(Pool):
 
     async def start(self) -> None:
         if self._actor is None:
-            await asyncio.to_thread(init_ray, self.ray_init_address)
+            try:  # a client joins a running cluster ("auto"); it never starts one of its own
+                await asyncio.to_thread(init_ray, self.ray_init_address or "auto")
+            except ConnectionError as exc:
+                raise PoolUnreachableError(f"no Ray cluster to find pool {self.name!r} in: {exc}") from exc
             try:
                 self._actor = await asyncio.to_thread(ray.get_actor, self.name, namespace=self.namespace)
             except ValueError as exc:

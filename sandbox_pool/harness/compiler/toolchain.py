@@ -7,6 +7,7 @@ prefix of every compile-cache key.
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import os
 import shutil
@@ -46,14 +47,15 @@ def _version_line(exe: str) -> str:
 
 
 def _cuda_home() -> str | None:
-    for candidate in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
-        if candidate and Path(candidate, "bin", "nvcc").exists():
-            return candidate
+    """The CUDA toolkit root: the first candidate with bin/nvcc and the runtime headers."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
     nvcc = shutil.which("nvcc")
     if nvcc:
-        return str(Path(nvcc).resolve().parent.parent)
-    if Path("/usr/local/cuda/bin/nvcc").exists():
-        return "/usr/local/cuda"
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates += ["/usr/local/cuda", *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    for candidate in candidates:
+        if candidate and Path(candidate, "bin", "nvcc").exists() and Path(candidate, "include", "cuda_runtime_api.h").exists():
+            return candidate
     return None
 
 

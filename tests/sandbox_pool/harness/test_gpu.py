@@ -81,3 +81,28 @@ def test_two_profiles_agree(run) -> None:
     spread = abs(a.runtime_us - b.runtime_us) / min(a.runtime_us, b.runtime_us)
     print(f"profile agreement: {a.runtime_us:.2f} us vs {b.runtime_us:.2f} us ({spread * 100:.2f}%)")
     assert spread < 0.05
+
+
+CUDA_CANDIDATES = Path(__file__).parent / "candidates" / "cuda"
+
+
+def _gemm_job_files(tf32: bool) -> dict[str, str]:
+    binding = (CUDA_CANDIDATES / "gemm_binding.cpp").read_text()
+    if tf32:
+        binding = "#define CUDA_AGENT_TEST_TF32 1\n" + binding
+    return {"model_new.py": (CUDA_CANDIDATES / "model_new_gemm.py").read_text(), "kernels/gemm_binding.cpp": binding}
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["cublas_fp32", "cublas_tf32"])
+def test_cublas_calling_candidates_are_legitimate(tf32: bool) -> None:
+    problem = (CUDA_CANDIDATES / "problem_matmul.py").read_text()
+    job = EvalJob(problem_src=problem, files=_gemm_job_files(tf32), device="cuda", options=EvalOptions(seed=5))
+    result = asyncio.run(_evaluate_once(job))
+    print("cublas", "tf32" if tf32 else "fp32", result.to_public_json())
+    assert result.status is EvalStatus.OK, result.error
+    assert result.reward >= 1.0
+
+
+async def _evaluate_once(job: EvalJob):
+    async with Evaluator(EvaluatorConfig(device="cuda")) as evaluator:
+        return await evaluator.evaluate(job)

@@ -142,3 +142,9 @@ async def test_worker_is_recycled_after_an_unclean_job_and_after_its_quota(pool_
     await worker.after_job(healthy=True)  # quota of 2 clean jobs reached
     assert worker.recycles == 2 and worker.jobs_done == 3
     await worker.close()
+
+
+@pytest.mark.ray
+async def test_unreachable_ray_pool() -> None:
+    with pytest.raises(errors.PoolUnreachableError):
+        await connect_pool("ray://no_such_pool").status()
