@@ -34,7 +34,19 @@ __all__ = [
     "TimingStats",
 ]
 
-from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension  # noqa: E402
-from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig, evaluate_job  # noqa: E402
+_LAZY = {
+    "BuildResult": "cuda_agent.sandbox_pool.harness.compiler",
+    "build_extension": "cuda_agent.sandbox_pool.harness.compiler",
+    "Evaluator": "cuda_agent.sandbox_pool.harness.evaluator",
+    "EvaluatorConfig": "cuda_agent.sandbox_pool.harness.evaluator",
+    "evaluate_job": "cuda_agent.sandbox_pool.harness.evaluator",
+}
+__all__ += list(_LAZY)
 
-__all__ += ["BuildResult", "Evaluator", "EvaluatorConfig", "build_extension", "evaluate_job"]
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy import: the models load without torch
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

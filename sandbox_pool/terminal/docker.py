@@ -171,7 +171,7 @@ class DockerSandbox(TerminalSandbox):
             labels={"cuda-agent.sandbox": "terminal"},
             host_config=self._api.create_host_config(
                 mounts=mounts, network_mode="none", read_only=True, cap_drop=["ALL"],
-                security_opt=["no-new-privileges"], tmpfs={"/tmp": f"size={cfg.tmp_size_mb}m,mode=1777"},
+                security_opt=["no-new-privileges"], tmpfs={"/tmp": f"size={cfg.tmp_size_mb}m,mode=1777,exec"},
                 mem_limit=memory, memswap_limit=memory, pids_limit=cfg.limits.max_processes,
                 nano_cpus=int(cfg.cpus * 1e9), ulimits=[Ulimit(name="core", soft=0, hard=0)],
             ),

@@ -43,7 +43,8 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
     if gch.exists():
         return header
     folder.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(folder / ".lock"))
+    # thread_local=False: the lock is taken in a worker thread and may be released elsewhere.
+    lock = FileLock(str(folder / ".lock"), thread_local=False)
     await asyncio.to_thread(lock.acquire)
     try:
         if gch.exists():
@@ -61,6 +62,9 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
             await proc.wait()
             logger.warning("precompiled header build timed out; compiling without it")
             return None
+        except asyncio.CancelledError:
+            proc.kill()
+            raise
         if proc.returncode != 0:
             logger.warning("precompiled header build failed; compiling without it:\n%s", err.decode()[-2000:])
             return None
