@@ -93,6 +93,7 @@ async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: s
                      problem_src=problem.source, compile_reference=compiled, tf32=tf32, timing_sets=n_sets,
                      warmup=max(warmup, 2), isolate=False)
     child = ChildProcess(zygote, spec)
+    child.go()
     deadline = time.monotonic() + timeout_s
     try:
         while True:

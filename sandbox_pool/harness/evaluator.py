@@ -206,20 +206,32 @@ class _Run:
         t0 = time.monotonic()
         budget = self.opts.timing_memory_mb * 1024 * 1024
         wanted = self.opts.timed_calls if self.opts.profile else 0
-        prepared, n_sets, _ = await asyncio.to_thread(
-            prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
-            timing_sets_wanted=max(wanted, 3), timing_budget_bytes=budget, atol=self.atol, rtol=self.rtol)
         spec = ChildSpec(
             role="candidate", device=self.job.device, device_index=self.ev.config.device_index, work_dir=work,
             so_path=build.so_path, model_new_src=self.job.files["model_new.py"],
-            trials=self.opts.correctness_trials, timing_sets=n_sets if self.opts.profile else 0,
-            warmup=self.opts.warmup_calls, fingerprint_seed=self.seed, init_seed=self.seed,
-            isolate=self.ev.config.isolate, poison_bytes=prepared.output_nbytes,
+            trials=self.opts.correctness_trials, warmup=self.opts.warmup_calls, fingerprint_seed=self.seed,
+            init_seed=self.seed, isolate=self.ev.config.isolate,
             memory_limit_mb=self.ev.config.cpu_memory_limit_mb if self.job.device == "cpu" else None,
         )
+        # The child starts (fork, hardening, CUDA context) while the reference is prepared.
+        child = ChildProcess(self.ev.zygote, spec)
+        try:
+            prepared, n_sets, _ = await asyncio.to_thread(
+                prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
+                timing_sets_wanted=max(wanted, 3), timing_budget_bytes=budget, atol=self.atol, rtol=self.rtol)
+        except BaseException:
+            child.kill()
+            raise
+        spec = spec.model_copy(update={"timing_sets": n_sets if self.opts.profile else 0,
+                                       "poison_bytes": prepared.output_nbytes})
+        child.go(timing_sets=spec.timing_sets, poison_bytes=spec.poison_bytes)
         verify = self.stage("verify", ok=None)
-        ok = await _CandidateSession(self, spec, prepared, work).run(verify)
+        session = _CandidateSession(self, spec, prepared, work)
+        session.marks.append(("reference prepared", time.monotonic() - t0))
+        ok = await session.run(verify, child)
         verify.duration_s = time.monotonic() - t0
+        marks = " | ".join(f"{name} {at:.2f}s" for name, at in session.marks_since(t0))
+        verify.log = (verify.log + f"\nphases (s since start): {marks}").strip()
         return ok
 
     async def baselines(self, problem: Problem) -> None:
@@ -259,10 +271,14 @@ class _CandidateSession:
         self.spec = spec
         self.prepared = prepared
         self.work = work
+        self.marks: list[tuple[str, float]] = []
+        self._events: list[tuple[str, float]] = []
 
-    async def run(self, verify: StageOutcome) -> bool:
+    def marks_since(self, t0: float) -> list[tuple[str, float]]:
+        return self.marks + [(name, at - t0) for name, at in self._events]
+
+    async def run(self, verify: StageOutcome, child: ChildProcess) -> bool:
         deadline = time.monotonic() + self.run_.opts.run_timeout_s
-        child = ChildProcess(self.run_.ev.zygote, self.spec)
         try:
             while True:
                 message = await child.receive(deadline)
@@ -280,6 +296,7 @@ class _CandidateSession:
 
     def handle(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
         event = message.get("event")
+        self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
         if event == "ready":
             self.result.receipt.isolation = str(message.get("isolation", ""))
         elif event == "loaded":

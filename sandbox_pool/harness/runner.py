@@ -130,6 +130,13 @@ class ChildProcess:
         finally:
             theirs.close()
 
+    def go(self, **counts: int) -> None:
+        """Tell the child its inputs are ready (it waits after `ready`)."""
+        try:
+            self._conn.send_bytes(json.dumps({"go": True, **counts}).encode())
+        except OSError:
+            pass  # the child is gone; receive() reports how
+
     async def receive(self, deadline: float) -> dict[str, Any]:
         """Next message; ChildTimeout past `deadline` (monotonic), ChildEnded if the child is gone."""
         while True:

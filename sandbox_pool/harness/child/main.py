@@ -38,6 +38,12 @@ class Child:
         self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
         self.guard: ComputeGuard | None = None
 
+    def wait_for_go(self) -> None:
+        """Block until the parent has written the inputs; it may fill in the counts then."""
+        go = json.loads(self.conn.recv_bytes(1 << 16))
+        update = {k: go[k] for k in ("trials", "timing_sets", "poison_bytes") if k in go}
+        self.spec = self.spec.model_copy(update=update)
+
     def send(self, **message: Any) -> None:
         self.conn.send_bytes(json.dumps(message).encode())
 
@@ -196,6 +202,7 @@ def child_entry(conn: Any, spec_json: str) -> None:
         torch.backends.cudnn.allow_tf32 = spec.tf32
         timer = Timer(child.device if spec.device == "cuda" else "cpu")
         child.send(event="ready", isolation=isolation, pid=os.getpid())
+        child.wait_for_go()
         model = child.build()
         child.run_trials(model, timer)
         child.run_timing(model, timer)
