@@ -28,7 +28,7 @@ from cuda_agent.sandbox_pool.harness.stats import timing_stats
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = "1"
+PROTOCOL_VERSION = "2"
 BASELINE_SEED = 1234
 
 

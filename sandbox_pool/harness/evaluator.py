@@ -14,6 +14,7 @@ import logging
 import os
 import platform
 import random
+import secrets
 import shutil
 import tempfile
 import time
@@ -60,6 +61,7 @@ class EvaluatorConfig(BaseModel):
     cache_dir: Path | None = Field(None, description="Compile and baseline cache; default $CUDA_AGENT_CACHE or ~/.cache/cuda_agent.")
     isolate: bool = Field(True, description="Run candidates in a user+network namespace.")
     cpu_memory_limit_mb: int = Field(16384, description="Address-space limit of a CPU candidate child.")
+
     baseline_timeout_s: float = Field(900.0, description="Limit for measuring one baseline (torch.compile included).")
 
 
@@ -206,11 +208,13 @@ class _Run:
         t0 = time.monotonic()
         budget = self.opts.timing_memory_mb * 1024 * 1024
         wanted = self.opts.timed_calls if self.opts.profile else 0
+        so_path = os.path.join(work, "cuda_extension.so")  # a private copy: the cache stays out of reach
+        shutil.copyfile(build.so_path or "", so_path)
         spec = ChildSpec(
             role="candidate", device=self.job.device, device_index=self.ev.config.device_index, work_dir=work,
-            so_path=build.so_path, model_new_src=self.job.files["model_new.py"],
+            so_path=so_path, model_new_src=self.job.files["model_new.py"],
             trials=self.opts.correctness_trials, warmup=self.opts.warmup_calls, fingerprint_seed=self.seed,
-            init_seed=self.seed, isolate=self.ev.config.isolate,
+            init_seed=secrets.randbits(62), isolate=self.ev.config.isolate,  # unrelated to any input seed
             memory_limit_mb=self.ev.config.cpu_memory_limit_mb if self.job.device == "cpu" else None,
         )
         # The child starts (fork, hardening, CUDA context) while the reference is prepared.

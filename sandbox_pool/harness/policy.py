@@ -8,6 +8,7 @@ symbols, and the sources.
 
 from __future__ import annotations
 
+import functools
 import re
 
 ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
@@ -20,7 +21,7 @@ ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
         "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute",
         "expand", "unsqueeze", "squeeze", "flatten", "unflatten", "slice", "select", "narrow", "split",
         "split_with_sizes", "chunk", "unbind", "alias", "detach", "view_as", "diagonal", "movedim",
-        "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "_local_scalar_dense",
+        "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous",
         "record_stream", "set_", "resize_", "is_same_size", "is_nonzero",
         # copies and casts
         "contiguous", "clone", "copy_", "_to_copy", "to", "fill_", "zero_",
@@ -29,10 +30,28 @@ ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
 """aten operator names (overload packets) allowed during the candidate's forward."""
 
 ALLOWED_IMPORTS: frozenset[str] = frozenset(
-    {"torch", "torch.nn", "torch.nn.functional", "math", "typing", "cuda_extension", "__future__",
-     "numbers", "dataclasses", "functools", "collections"}
+    {"torch", "torch.nn", "torch.nn.functional", "math", "typing", "cuda_extension", "__future__"}
 )
 """Modules model_new.py may import (anything else lets the candidate reach the harness)."""
+
+FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        # modules that allowed modules re-export (torch.sys, typing.sys, F.torch.os, ...)
+        "sys", "os", "builtins", "inspect", "gc", "ctypes", "importlib", "subprocess", "threading",
+        "multiprocessing", "signal", "socket", "io", "pathlib", "shutil", "tempfile", "pickle", "marshal",
+        "types", "weakref", "warnings", "atexit", "traceback", "linecache", "dataclasses", "functools",
+        "collections", "abc", "contextlib", "operator", "itertools", "time", "random", "numpy", "np", "secrets",
+        # leaving torch for Python-level or numpy compute
+        "numpy", "tolist", "item", "from_numpy", "frombuffer", "from_dlpack", "to_dlpack", "__array__",
+        "storage", "untyped_storage", "data_ptr",
+        # frames, code and namespaces
+        "modules", "f_back", "f_locals", "f_globals", "f_code", "currentframe", "getframe", "_getframe",
+        "gi_frame", "cr_frame", "tb_frame", "co_code",
+        # RNG state (the seeds are the evaluation's)
+        "initial_seed", "seed", "manual_seed", "get_rng_state", "set_rng_state", "default_generator", "Generator",
+    }
+)
+"""Attribute names model_new.py may not use on any object."""
 
 FORBIDDEN_TORCH_ATTRS: frozenset[str] = frozenset(
     {"utils", "library", "ops", "overrides", "autograd", "compile", "jit", "fx", "backends", "profiler",
@@ -63,6 +82,12 @@ FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bsocket\s*\(|\bconnect\s*\(", "network access"),
         (r"ptrace|/proc/", "inspecting other processes"),
         (r"cudaStreamCreate|cuStreamCreate|cudaStreamNonBlocking", "creating streams (launch on the current stream)"),
+        (r"##", "token pasting (identifiers must be spelled out)"),
+        (r"DispatchKey|ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|tls_set_dispatch", "dispatcher state"),
+        (r"\bPySys_|\bPyObject_Call|\bPyModule_GetDict|\bPyDict_GetItemString", "reaching Python internals"),
+        (r"dl_iterate_phdr|\bdladdr\b|\bdlvsym\b|\bdlinfo\b|link\.h", "inspecting loaded libraries"),
+        (r"\bsyscall\s*\(|thrd_create|timer_create|\bclone\s*\(", "raw system calls, threads or timers"),
+        (r"incbin|\bfopen\b|\bifstream\b|\bofstream\b|\bfstream\b|\bopenat?\s*\(", "reading or writing files"),
         (r"cudaCtxResetPersistingL2Cache|cudaStreamAttrValue|accessPolicyWindow|cudaLimitPersistingL2CacheSize", "L2 persistence control"),
     )
 )
@@ -81,16 +106,41 @@ FORBIDDEN_SYMBOL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^c10::Dispatcher::|^torch::jit::", "torch dispatcher internals"),
         (r"^cudaCtxResetPersistingL2Cache$|^cuCtxResetPersistingL2Cache", "L2 persistence control"),
         (r"^cudaStreamCreate|^cuStreamCreate", "stream creation (launch on the current stream)"),
+        (r"^PySys_|^PyModule_GetDict$|^PyImport", "reaching Python internals"),
+        (r"^dl_iterate_phdr$|^dladdr|^dlvsym$|^dlinfo$", "inspecting loaded libraries"),
+        (r"^syscall$|^thrd_create$|^timer_create$|^clone3?$|^mmap|^mprotect$", "raw system calls, threads, timers or memory maps"),
+        (r"^fopen|^open$|^open64$|^openat|^creat$|^std::basic_[io]?fstream|^std::basic_filebuf", "reading or writing files"),
+        (r"tls_set_dispatch_key|^c10::impl::tls_", "dispatcher state"),
     )
 )
+
+
+@functools.lru_cache(maxsize=1)
+def allowed_op_structs() -> frozenset[str]:
+    """C++ names (`at::_ops::<name>`) of every overload of the allowed operators.
+
+    An overload's struct is `<op>` for the default overload and `<op>_<overload>` otherwise
+    (e.g. `empty_memory_format`, `transpose_int`), read from torch's own registry.
+    """
+    import torch
+
+    names = set(ALLOWED_ATEN_OPS)
+    for op in ALLOWED_ATEN_OPS:
+        packet = getattr(torch.ops.aten, op, None)
+        if packet is None:
+            continue
+        for overload in packet.overloads():
+            names.add(op if overload == "default" else f"{op}_{overload}")
+    return frozenset(names)
 
 
 def symbol_violations(symbols: list[str]) -> list[str]:
     """Violations among the (demangled) undefined symbols of a built module."""
     found: list[str] = []
+    allowed = allowed_op_structs()
     for sym in symbols:
         match = _ATEN_CALL.search(sym)
-        if match and (match.group(2) == "redispatch" or match.group(1) not in ALLOWED_ATEN_OPS):
+        if match and (match.group(2) == "redispatch" or match.group(1) not in allowed):
             found.append(f"the extension calls torch operator at::{match.group(1)} (compute must be in your kernels)")
             continue
         for pattern, why in FORBIDDEN_SYMBOL_PATTERNS:

@@ -48,4 +48,5 @@ class ChildSpec(BaseModel):
     isolate: bool = True
     memory_limit_mb: int | None = None
     file_size_mb: int = 1024
+
     poison_bytes: int = 0

@@ -15,12 +15,16 @@ import torch
 
 from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
-from cuda_agent.sandbox_pool.harness.inputs import correctness_plan, draw, nbytes, to_device
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, correctness_plan, draw, nbytes, to_device
 from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, timing_file, trial_file
 
 MAX_REDRAWS = 20
 MIN_TIMING_SETS = 5
+
+
+def timing_distribution(k: int) -> str:
+    return DISTRIBUTIONS[k % len(DISTRIBUTIONS)]
 
 
 @dataclass
@@ -120,7 +124,9 @@ def prepare(
     per_set = max(1, nbytes(draw(problem.get_inputs, draw_seed, "native", device)))
     n_sets = max(MIN_TIMING_SETS, min(timing_sets_wanted, timing_budget_bytes // per_set))
     for k in range(n_sets):
-        inputs = draw(problem.get_inputs, seed + 50_000 + k, "native", device)
+        # Timed inputs follow the same mix of distributions as verification, so a candidate
+        # cannot tell timed calls from checked ones by their inputs.
+        inputs = draw(problem.get_inputs, seed + 50_000 + k, timing_distribution(k), device)
         torch.save(_host(inputs), os.path.join(work_dir, timing_file(k)))
         outputs = _run(model, inputs)
         prepared.timing_prints.append(
@@ -146,4 +152,5 @@ def write_baseline_files(problem: Problem, work_dir: str, seed: int, n_sets: int
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if isinstance(model, torch.nn.Module) else {}
     torch.save({"init_inputs": init_inputs, "state_dict": state}, os.path.join(work_dir, INIT_FILE))
     for k in range(n_sets):
-        torch.save(_host(draw(problem.get_inputs, seed + 50_000 + k, "native", device)), os.path.join(work_dir, timing_file(k)))
+        inputs = draw(problem.get_inputs, seed + 50_000 + k, timing_distribution(k), device)
+        torch.save(_host(inputs), os.path.join(work_dir, timing_file(k)))

@@ -9,10 +9,12 @@ Kernel sources are scanned for the escape hatches of `policy.FORBIDDEN_SOURCE_PA
 from __future__ import annotations
 
 import ast
+import re
 
 from cuda_agent.sandbox_pool.harness.policy import (
     ALLOWED_DUNDERS,
     ALLOWED_IMPORTS,
+    FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_BUILTINS,
     FORBIDDEN_SOURCE_PATTERNS,
     FORBIDDEN_TORCH_ATTRS,
@@ -44,12 +46,21 @@ def check_candidate(files: dict[str, str]) -> StaticCheckReport:
         _check_model_new(files[CANDIDATE_ENTRY], report)
     for path, text in sorted(files.items()):
         if path.startswith("kernels/"):
+            code = _strip_comments(text)
             for pattern, why in FORBIDDEN_SOURCE_PATTERNS:
-                match = pattern.search(text)
+                match = pattern.search(code)
                 if match:
-                    line = text.count("\n", 0, match.start()) + 1
+                    line = code.count("\n", 0, match.start()) + 1
                     report.violations.append(f"{path}:{line}: `{match.group(0)}` is not allowed ({why})")
     return report
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _strip_comments(text: str) -> str:
+    """C/C++ source without comments (newlines kept, so line numbers stay right)."""
+    return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
 
 
 def _check_model_new(source: str, report: StaticCheckReport) -> None:
@@ -82,6 +93,9 @@ class _ModelNewVisitor(ast.NodeVisitor):
         module = "." * node.level + (node.module or "")
         if module not in ALLOWED_IMPORTS:
             self._flag(node, f"import from `{module}` is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})")
+        for alias in node.names:
+            if alias.name in FORBIDDEN_ATTRIBUTES or alias.name.startswith("_"):
+                self._flag(node, f"`from {module} import {alias.name}` is not allowed in model_new.py")
         if module == "torch":
             for alias in node.names:
                 if alias.name in FORBIDDEN_TORCH_ATTRS or alias.name.startswith("_"):
@@ -94,7 +108,9 @@ class _ModelNewVisitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        if attr in ALLOWED_DUNDERS:
+        if attr in FORBIDDEN_ATTRIBUTES:
+            self._flag(node, f"attribute `{attr}` is not allowed in model_new.py")
+        elif attr in ALLOWED_DUNDERS:
             pass
         elif attr.startswith("__"):
             self._flag(node, f"dunder attribute `{attr}` is not allowed")

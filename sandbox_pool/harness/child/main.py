@@ -195,7 +195,7 @@ def child_entry(conn: Any, spec_json: str) -> None:
     child = Child(spec, conn)
     try:
         isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,
-                                 file_size_mb=spec.file_size_mb)
+                                 file_size_mb=spec.file_size_mb, work_dir=spec.work_dir)
         if spec.device == "cuda":
             torch.cuda.set_device(spec.device_index)
         torch.backends.cuda.matmul.allow_tf32 = spec.tf32

@@ -55,8 +55,7 @@ CHEATS = {
     ),
 }
 
-# Caching keyed by pointer never hits: every timed call gets inputs never seen before, so
-# the cache buys nothing (it must not be rewarded beyond what its real work earns).
+# Caching keyed by pointer: `data_ptr` is refused in model_new.py (a cache key, nothing else).
 CACHE_BY_POINTER = model_new(
         """
         key = x.data_ptr()
@@ -67,7 +66,19 @@ CACHE_BY_POINTER = model_new(
         init="self.cache = {}",
 )
 
+CACHE_BY_CONTENT = model_new(
+    """
+    key = (tuple(x.shape), float(x[0, 0]), float(x[-1, -1]))
+    if key not in self.cache:
+        self.cache[key] = cuda_extension.scale_bias(x, self.scale, self.bias)
+    return self.cache[key]
+    """,
+    init="self.cache = {}",
+)
+
 CHEATS |= {
+    "05_cache_by_pointer": CACHE_BY_POINTER,
+    "05_cache_by_content": CACHE_BY_CONTENT,
     "06_batch_and_skip": model_new(
         """
         self.calls += 1
@@ -178,18 +189,10 @@ KERNEL_CHEATS = {
 
 @pytest.mark.parametrize("name", sorted(CHEATS))
 def test_cheating_model_new_is_rejected(evaluate_cpu, name: str) -> None:
-    profile = name.startswith(("06_", "07_detect_by_call"))
+    profile = name.startswith(("05_", "06_", "07_detect_by_call"))
     result = evaluate_cpu(CHEATS[name], profile=profile)
     assert result.reward == -1.0, (name, result.status, result.error)
     assert result.status in (EvalStatus.VIOLATION, EvalStatus.INCORRECT, EvalStatus.STATIC_CHECK_FAILED), result.error
-
-
-def test_pointer_cache_gains_nothing(evaluate_cpu) -> None:
-    cheat = evaluate_cpu(CACHE_BY_POINTER, profile=True)
-    honest = evaluate_cpu(HONEST, profile=True)
-    assert cheat.correct and honest.correct
-    # Same work per call (no hits); a 3x margin absorbs CPU timing noise on a loaded machine.
-    assert cheat.runtime_us > 0.3 * honest.runtime_us
 
 
 @pytest.mark.parametrize("name", sorted(KERNEL_CHEATS))
