@@ -84,7 +84,9 @@ FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"cudaStreamCreate|cuStreamCreate|cudaStreamNonBlocking", "creating streams (launch on the current stream)"),
         (r"##", "token pasting (identifiers must be spelled out)"),
         (r"DispatchKey|ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|tls_set_dispatch", "dispatcher state"),
-        (r"\bPySys_|\bPyObject_Call|\bPyModule_GetDict|\bPyDict_GetItemString", "reaching Python internals"),
+        (r"\bPy[A-Z][A-Za-z]*_[A-Za-z]", "the Python C API (bindings use pybind11's m.def only)"),
+        (r"\.attr\s*\(|getattr|hasattr|setattr|reinterpret_borrow|reinterpret_steal|py::globals|pybind11::globals"
+         r"|py::module_?::|pybind11::module_?::|py::dict|py::object", "reaching Python objects from C++"),
         (r"dl_iterate_phdr|\bdladdr\b|\bdlvsym\b|\bdlinfo\b|link\.h", "inspecting loaded libraries"),
         (r"\bsyscall\s*\(|thrd_create|timer_create|\bclone\s*\(", "raw system calls, threads or timers"),
         (r"incbin|\bfopen\b|\bifstream\b|\bofstream\b|\bfstream\b|\bopenat?\s*\(", "reading or writing files"),

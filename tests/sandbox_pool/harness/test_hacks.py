@@ -216,3 +216,163 @@ def test_harness_infrastructure_files_are_never_taken_from_the_candidate(evaluat
     result = evaluate_cpu("", files=files)
     assert result.status is EvalStatus.STATIC_CHECK_FAILED
     assert "binding.cpp" in (result.error or "") and result.reward == -1.0
+
+
+# Found by red-teaming (see docs/harness.md): each was rewarded before its fix.
+RED_TEAM_MODEL_NEW = {
+    "numpy_compute": model_new("return torch.from_numpy(x.numpy() * self.scale.numpy() + self.bias.numpy())"),
+    "reexported_sys_patches_guard": model_new(
+        "return x * self.scale + self.bias",
+        extra="torch.sys.modules['cuda_agent.sandbox_pool.harness.child.guard'].ComputeGuard.enabled = False\n",
+    ),
+    "dataclasses_builtins_setattr": "import dataclasses\n" + HONEST,
+    "frames_through_typing": model_new("return cuda_extension.scale_bias(x, self.scale, self.bias)",
+                                       extra="import typing\nframe = typing.sys._getframe\n"),
+    "initial_seed_precompute": model_new("return cuda_extension.scale_bias(x, self.scale, self.bias)",
+                                         init="self.s = torch.initial_seed()"),
+    "value_read_in_forward": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias) if float(x.sum()) > -1e30 else x"),
+}
+
+RED_TEAM_KERNELS = {
+    "exclude_python_dispatch_key": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include "../binding_registry.h"
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+          c10::impl::ExcludeDispatchKeyGuard g(c10::DispatchKeySet(c10::DispatchKey::Python));
+          return pybind11::cast(x).attr("mul")(s).attr("add")(b).cast<torch::Tensor>();
+        }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "token_pasting": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include "../binding_registry.h"
+        #define CAT(a, b) a##b
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { return x; }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "pysys_modules": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include "../binding_registry.h"
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { PyObject* m = PySys_GetObject("modules"); (void)m; return x; }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "phdr_symbol_scan": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include <link.h>
+        #include "../binding_registry.h"
+        static int cb(struct dl_phdr_info*, size_t, void*) { return 0; }
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { dl_iterate_phdr(cb, nullptr); return x; }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "c11_thread": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include <threads.h>
+        #include "../binding_registry.h"
+        static int work(void*) { return 0; }
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { thrd_t t; thrd_create(&t, work, nullptr); return x; }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "incbin_reads_worker_files": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include "../binding_registry.h"
+        asm(".section .rodata\\n.global leaked\\nleaked: .incbin \\"/etc/hostname\\"\\n.previous");
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { return x; }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_MODEL_NEW))
+def test_red_team_model_new_is_rejected(evaluate_cpu, name: str) -> None:
+    result = evaluate_cpu(RED_TEAM_MODEL_NEW[name])
+    assert result.reward == -1.0, (name, result.status, result.error)
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_KERNELS))
+def test_red_team_kernel_is_rejected(evaluate_cpu, name: str) -> None:
+    result = evaluate_cpu(HONEST, textwrap.dedent(RED_TEAM_KERNELS[name]))
+    assert result.reward == -1.0 and result.status is EvalStatus.VIOLATION, (name, result.status, result.error)
+
+
+ROW_MEAN = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Row means of a wide matrix: true outputs are far below atol = 1e-2."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x.mean(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(64, 65536)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+ZEROS_KERNEL = """
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include "../binding_registry.h"
+static torch::Tensor row_mean(torch::Tensor x) {
+  auto out = torch::empty({x.size(0)}, x.options());
+  for (int64_t i = 0; i < x.size(0); ++i) out.data_ptr<float>()[i] = 0.0f;
+  return out;
+}
+static void reg(pybind11::module& m) { m.def("row_mean", &row_mean); }
+REGISTER_BINDING(row_mean, reg);
+"""
+
+
+def test_constant_output_does_not_pass_on_tiny_outputs(evaluate_cpu) -> None:
+    src = HEADER + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return cuda_extension.row_mean(x)\n"
+    result = evaluate_cpu(src, ZEROS_KERNEL, problem=ROW_MEAN)
+    assert result.status is EvalStatus.INCORRECT and result.reward == -1.0, result.error
+
+
+LEGIT_ATEN_FROM_CPP = """
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include "../binding_registry.h"
+// Legitimate glue: allocation with options, views, dtype casts and fills are not compute.
+static torch::Tensor scale_bias(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+  auto view = x.transpose(0, 1).select(0, 0).unsqueeze(0).squeeze(0);  // views only
+  TORCH_CHECK(view.size(0) == x.size(0), "view");
+  auto xt = x.contiguous().to(torch::kFloat32);
+  auto out = torch::empty({xt.size(0), xt.size(1)}, xt.options());
+  out.fill_(0.0f);
+  const int64_t n = xt.size(0), d = xt.size(1);
+  const float *px = xt.data_ptr<float>(), *ps = s.data_ptr<float>(), *pb = b.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < d; ++j) po[i * d + j] = px[i * d + j] * ps[j] + pb[j];
+  return out;
+}
+static void reg(pybind11::module& m) { m.def("scale_bias", &scale_bias); }
+REGISTER_BINDING(scale_bias, reg);
+"""
+
+
+def test_legitimate_tensor_glue_in_cpp_is_accepted(evaluate_cpu) -> None:
+    result = evaluate_cpu(HONEST, LEGIT_ATEN_FROM_CPP)
+    assert result.correct, (result.status, result.error, result.violations)
