@@ -263,7 +263,11 @@ class _Run:
 
 
 def _fast_tmp() -> str | None:
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    """/dev/shm when it is writable and allows executables (the child maps the .so from there)."""
+    shm = "/dev/shm"
+    if not (os.path.isdir(shm) and os.access(shm, os.W_OK)):
+        return None
+    return None if os.statvfs(shm).f_flag & os.ST_NOEXEC else shm
 
 
 class _CandidateSession:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import itertools
+import logging
 import os
 import secrets
 import shutil
@@ -37,6 +38,8 @@ from cuda_agent.sandbox_pool.terminal.launch import (
     unshare_holder_argv,
 )
 from cuda_agent.sandbox_pool.terminal.output import read_capped, remove_quietly
+
+logger = logging.getLogger(__name__)
 
 _NS_GET_USERNS = 0xB701  # ioctl_ns(2)
 #: uids given to root callers' sandboxes: far above system and human accounts.
@@ -164,12 +167,12 @@ class LocalSandbox(TerminalSandbox):
         for proc in list(self._procs):
             _kill_group(proc)
         for proc in list(self._procs):
-            await proc.wait()
+            await _reap(proc)
         for job in self._jobs.running():
             job.state, job.exit_code = "killed", job.handle.returncode
         if self._holder is not None:
             _kill_group(self._holder)
-            await self._holder.wait()
+            await _reap(self._holder)
         if self._userns_fd is not None:
             os.close(self._userns_fd)
         if self._files is not None:
@@ -298,3 +301,18 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+async def _reap(proc: asyncio.subprocess.Process, timeout_s: float = 10.0) -> None:
+    """Wait for a killed process, killing it directly if its group kill missed it."""
+    try:
+        await asyncio.wait_for(proc.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            return
+        try:
+            await asyncio.wait_for(proc.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            logger.warning("process %s did not exit after SIGKILL", proc.pid)

@@ -192,6 +192,11 @@ def timer_now() -> float:
 def child_entry(conn: Any, spec_json: str) -> None:
     """Target of the child process."""
     spec = ChildSpec.model_validate_json(spec_json)
+    # Anything torch or the toolchain writes goes to the private work folder (the rest of the
+    # file system is read-only for the child).
+    os.environ["TMPDIR"] = spec.work_dir
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(spec.work_dir, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(spec.work_dir, "triton")
     child = Child(spec, conn)
     try:
         isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,

@@ -17,6 +17,8 @@ import sys
 from multiprocessing.connection import Connection
 
 import torch  # noqa: F401  - the point of the zygote: children start with torch imported
+import torch._dynamo  # noqa: F401  - imported lazily by dispatch modes; its import writes caches, which
+#                                   the children's read-only file system would refuse
 
 from cuda_agent.sandbox_pool.harness.child import main as child_main
 
