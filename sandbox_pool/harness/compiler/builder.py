@@ -167,7 +167,7 @@ class _Build:
     async def exec(self, argv: list[str], cwd: Path) -> None:
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=str(cwd), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, env=_compiler_env(cwd),
         )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), self.remaining())
@@ -180,6 +180,17 @@ class _Build:
             raise
         if proc.returncode != 0:
             raise _CompileFailed(summarize_compiler_output(out.decode(errors="replace")))
+
+
+_ENV_KEPT = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL")
+
+
+def _compiler_env(cwd: Path) -> dict[str, str]:
+    """A minimal environment for compiling candidate code: the worker's own variables (keys,
+    tokens) must not be readable by a kernel that embeds /proc/self/environ at compile time."""
+    env = {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
+    env.update(HOME=str(cwd), TMPDIR=str(cwd))
+    return env
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

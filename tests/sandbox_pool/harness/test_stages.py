@@ -85,3 +85,12 @@ def test_compare_semantics() -> None:
     assert compare_outputs([torch.tensor([1.005, float("nan"), 100.9])], ref, 1e-2, 1e-2) is None
     assert compare_outputs([torch.tensor([1.05, float("nan"), 100.0])], ref, 1e-2, 1e-2)
     assert "dtype" in compare_outputs([ref[0].double()], ref, 1e-2, 1e-2)
+
+
+def test_compiler_environment_is_minimal(monkeypatch, tmp_path) -> None:
+    from cuda_agent.sandbox_pool.harness.compiler.builder import _compiler_env
+
+    monkeypatch.setenv("SECRET_API_TOKEN", "do-not-leak")
+    env = _compiler_env(tmp_path)
+    assert "SECRET_API_TOKEN" not in env
+    assert env["HOME"] == str(tmp_path) and "PATH" in env
