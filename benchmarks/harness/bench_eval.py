@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 async def main(device: str, repeats: int) -> list[dict]:
     os.environ["CUDA_AGENT_CACHE"] = tempfile.mkdtemp(prefix="bench_cache_")
-    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
+    from cuda_agent.sandbox_pool.harness import EvalJob, Evaluator, EvaluatorConfig
 
     problem = (ROOT / f"examples/problems/{'diag_matmul_cuda' if device == 'cuda' else 'diag_matmul'}.py").read_text()
     folder = ROOT / f"examples/solutions/diag_matmul/{device}_fast"

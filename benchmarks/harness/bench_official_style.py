@@ -9,7 +9,6 @@ agent_workdir scripts do). Usage: python benchmarks/harness/bench_official_style
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import sys

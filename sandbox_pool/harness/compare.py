@@ -19,14 +19,6 @@ def flatten_outputs(value: Any) -> list[Any]:
     return [value]
 
 
-def structure(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, [structure(v) for v in value])
-    if isinstance(value, torch.Tensor):
-        return "tensor"
-    return type(value).__name__
-
-
 MAGNITUDE_FRACTION = 0.05
 """atol never exceeds this fraction of the reference's RMS: an output whose true values are
 all below the tolerance cannot be matched by a constant (HACKS.md #15)."""

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.errors import CudaAgentError, InfraError, ProblemError
+from cuda_agent.errors import InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_module_symbols
@@ -386,4 +386,4 @@ async def evaluate_job(job: EvalJob, config: EvaluatorConfig | None = None) -> E
         return await evaluator.evaluate(job)
 
 
-__all__ = ["Evaluator", "EvaluatorConfig", "evaluate_job", "CudaAgentError"]
+__all__ = ["Evaluator", "EvaluatorConfig", "evaluate_job"]

@@ -42,7 +42,7 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         "types", "weakref", "warnings", "atexit", "traceback", "linecache", "dataclasses", "functools",
         "collections", "abc", "contextlib", "operator", "itertools", "time", "random", "numpy", "np", "secrets",
         # leaving torch for Python-level or numpy compute
-        "numpy", "tolist", "item", "from_numpy", "frombuffer", "from_dlpack", "to_dlpack", "__array__",
+        "tolist", "item", "from_numpy", "frombuffer", "from_dlpack", "to_dlpack", "__array__",
         "storage", "untyped_storage", "data_ptr",
         # frames, code and namespaces
         "modules", "f_back", "f_locals", "f_globals", "f_code", "currentframe", "getframe", "_getframe",

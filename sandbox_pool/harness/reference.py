@@ -15,7 +15,7 @@ import torch
 
 from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
-from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, correctness_plan, draw, nbytes, to_device
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, correctness_plan, draw, nbytes
 from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, timing_file, trial_file
 
@@ -93,8 +93,12 @@ def _run(model: Any, inputs: list[Any]) -> list[Any]:
         return flatten_outputs(model(*inputs))
 
 
+def _clones(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _mutates(model: Any, inputs: list[Any]) -> bool:
-    pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+    pristine = _clones(inputs)
     _run(model, inputs)
     return any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
 
@@ -116,12 +120,12 @@ def prepare(
     for k, distribution in enumerate(correctness_plan(trials)):
         inputs, outputs = _finite_draw(problem, model, device, distribution, draw_seed + 1000 * k)
         if k == 0:
-            prepared.reference_mutates_inputs = _mutates(model, draw(problem.get_inputs, draw_seed, "native", device))
+            prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
+            per_set = max(1, nbytes(inputs))
         torch.save(_host(inputs), os.path.join(work_dir, trial_file(k)))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
         prepared.trial_distributions.append(distribution)
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
-    per_set = max(1, nbytes(draw(problem.get_inputs, draw_seed, "native", device)))
     n_sets = max(MIN_TIMING_SETS, min(timing_sets_wanted, timing_budget_bytes // per_set))
     for k in range(n_sets):
         # Timed inputs follow the same mix of distributions as verification, so a candidate

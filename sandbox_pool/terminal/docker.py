@@ -36,7 +36,7 @@ from cuda_agent.errors import SandboxError, SandboxTimeoutError, SandboxUnavaila
 from cuda_agent.sandbox_pool.terminal import slots
 from cuda_agent.sandbox_pool.terminal.base import BackgroundStatus, CommandResult, TerminalSandbox
 from cuda_agent.sandbox_pool.terminal.config import DockerSandboxConfig
-from cuda_agent.sandbox_pool.terminal.files import WorkspaceFiles
+from cuda_agent.sandbox_pool.terminal.files import WorkspaceFileMethods, WorkspaceFiles
 from cuda_agent.sandbox_pool.terminal.hostenv import prlimit_argv
 from cuda_agent.sandbox_pool.terminal.jobs import Job, JobTable
 from cuda_agent.sandbox_pool.terminal.output import JOBS_MOUNT, read_capped, read_small, remove_quietly
@@ -54,7 +54,7 @@ _WRAPPER = (
 ) % JOBS_MOUNT
 
 
-class DockerSandbox(TerminalSandbox):
+class DockerSandbox(WorkspaceFileMethods, TerminalSandbox):
     """A container around one host workspace (see the module docstring)."""
 
     def __init__(
@@ -296,16 +296,6 @@ class DockerSandbox(TerminalSandbox):
         remove_quietly(out, err, rc_path, pid_path)
         return CommandResult(exit_code=exit_code, stdout=stdout, stderr=stderr, truncated=cut_out or cut_err,
                              timed_out=timed_out, duration_s=duration)
-
-    # ------------------------------------------------------------------ files
-    async def read_file(self, path: str) -> bytes:
-        return await asyncio.to_thread(self._require_bound().read, path)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await asyncio.to_thread(self._require_bound().write, path, data)
-
-    async def list_files(self, pattern: str = "**/*") -> list[str]:
-        return await asyncio.to_thread(self._require_bound().list, pattern)
 
     # ------------------------------------------------------------------ background
     async def start_background(self, command: str) -> str:

@@ -9,6 +9,7 @@ racing sandbox process can take a read or a write outside the workspace.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import posixpath
@@ -214,3 +215,23 @@ def chown_tree(root: Path, owner: tuple[int, int], skip: list[str]) -> None:
                     dirnames.remove(name)
                 continue
             os.chown(os.path.join(dirpath, name), *owner, follow_symlinks=False)
+
+
+class WorkspaceFileMethods:
+    """The contract's file methods, for backends that reach the workspace from the host.
+
+    A backend provides `_require_bound() -> WorkspaceFiles`; reads and writes then go through
+    the same descriptor-based, symlink-refusing code whatever isolates the commands.
+    """
+
+    def _require_bound(self) -> "WorkspaceFiles":
+        raise NotImplementedError
+
+    async def read_file(self, path: str) -> bytes:
+        return await asyncio.to_thread(self._require_bound().read, path)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        await asyncio.to_thread(self._require_bound().write, path, data)
+
+    async def list_files(self, pattern: str = "**/*") -> list[str]:
+        return await asyncio.to_thread(self._require_bound().list, pattern)

@@ -27,7 +27,7 @@ from pathlib import Path
 from cuda_agent.errors import SandboxError, WorkspaceError
 from cuda_agent.sandbox_pool.terminal.base import BackgroundStatus, CommandResult, TerminalSandbox
 from cuda_agent.sandbox_pool.terminal.config import LocalSandboxConfig
-from cuda_agent.sandbox_pool.terminal.files import WorkspaceFiles, chown_tree
+from cuda_agent.sandbox_pool.terminal.files import WorkspaceFileMethods, WorkspaceFiles, chown_tree
 from cuda_agent.sandbox_pool.terminal.hostenv import prlimit_argv, python_paths, sandbox_env
 from cuda_agent.sandbox_pool.terminal.jobs import Job, JobTable
 from cuda_agent.sandbox_pool.terminal.launch import (
@@ -46,7 +46,7 @@ _NS_GET_USERNS = 0xB701  # ioctl_ns(2)
 _UID_RANGE = (200_000, 1_200_000)
 
 
-class LocalSandbox(TerminalSandbox):
+class LocalSandbox(WorkspaceFileMethods, TerminalSandbox):
     """A namespace sandbox around one host workspace (see the module docstring)."""
 
     def __init__(
@@ -234,16 +234,6 @@ class LocalSandbox(TerminalSandbox):
             timed_out=timed_out,
             duration_s=duration,
         )
-
-    # ------------------------------------------------------------------ files
-    async def read_file(self, path: str) -> bytes:
-        return await asyncio.to_thread(self._require_bound().read, path)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await asyncio.to_thread(self._require_bound().write, path, data)
-
-    async def list_files(self, pattern: str = "**/*") -> list[str]:
-        return await asyncio.to_thread(self._require_bound().list, pattern)
 
     # ------------------------------------------------------------------ background
     async def start_background(self, command: str) -> str:

@@ -50,10 +50,10 @@ async def _evaluate(profile: bool):
                   options=EvalOptions(profile=profile, timed_calls=20))
     address = os.environ.get("CUDA_AGENT_POOL")
     if address:
-        from cuda_agent.sandbox_pool.pool import connect_pool  # type: ignore[attr-defined]
+        from cuda_agent.sandbox_pool.pool import connect_pool
 
-        pool = await connect_pool(address)
-        return await pool.evaluate(job)
+        async with connect_pool(address) as pool:
+            return await pool.evaluate(job)
     return await evaluate_job(job)
 
 

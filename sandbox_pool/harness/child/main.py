@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 import os
 import sys
 import traceback
@@ -23,6 +24,7 @@ from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, output_file, timing_file, trial_file
 
 
+timer_now = time.perf_counter  # captured before any candidate code is loaded
 WARMUP_SECONDS = {"cpu": 0.05, "cuda": 0.2}
 MAX_WARMUP_CALLS = 1000
 
@@ -181,12 +183,6 @@ class Child:
         self.send(event="timing", samples_us=samples, host_us=hosts, fingerprints=prints, wall_s=wall_s,
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
                   violations=list(self.guard.violations) if self.guard else [])
-
-
-def timer_now() -> float:
-    import time
-
-    return time.perf_counter()
 
 
 def child_entry(conn: Any, spec_json: str) -> None:
