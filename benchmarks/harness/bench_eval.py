@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 async def main(device: str, repeats: int) -> list[dict]:
     os.environ["CUDA_AGENT_CACHE"] = tempfile.mkdtemp(prefix="bench_cache_")
     from cuda_agent.sandbox_pool.harness import EvalJob, Evaluator, EvaluatorConfig
+    from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
     problem = (ROOT / f"examples/problems/{'diag_matmul_cuda' if device == 'cuda' else 'diag_matmul'}.py").read_text()
     folder = ROOT / f"examples/solutions/diag_matmul/{device}_fast"
-    files = {"model_new.py": (folder / "model_new.py").read_text()}
-    files.update({f"kernels/{p.name}": p.read_text() for p in (folder / "kernels").iterdir()})
+    files = read_candidate_files(folder)
     rows = []
     async with Evaluator(EvaluatorConfig(device=device)) as ev:
         # Warm-up: builds the fixed binding.cpp and precompiled headers, measures baselines.

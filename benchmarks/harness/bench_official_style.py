@@ -47,7 +47,7 @@ def evaluate_once(problem_path: Path, solution: Path) -> dict:
     shutil.copy(TEMPLATES / "binding_registry.h", work)
     shutil.copytree(solution / "kernels", work / "kernels")
     sources = [str(work / "binding.cpp")] + [str(p) for p in (work / "kernels").iterdir() if p.suffix in (".cu", ".cpp")]
-    ext = cpp_ext.load(name=f"cuda_extension", sources=sources, build_directory=str(work), verbose=False,
+    ext = cpp_ext.load(name="cuda_extension", sources=sources, build_directory=str(work), verbose=False,
                        extra_cflags=["-O3"], extra_cuda_cflags=["-O3"], extra_include_paths=[str(work)])
     sys.modules["cuda_extension"] = ext
     t_compile = time.monotonic() - t0

@@ -28,10 +28,9 @@ def _problem_src(device: str) -> str:
 
 
 def _solution_files(device: str, name: str) -> dict[str, str]:
-    folder = EXAMPLES / "solutions" / PROBLEM / name
-    files = {"model_new.py": (folder / "model_new.py").read_text()}
-    files.update({f"kernels/{p.name}": p.read_text() for p in sorted((folder / "kernels").iterdir())})
-    return files
+    from cuda_agent.sandbox_pool.workspace import read_candidate_files
+
+    return read_candidate_files(EXAMPLES / "solutions" / PROBLEM / name)
 
 
 def _scripted_calls(device: str) -> list[tuple[str, dict]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
+from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
 pytestmark = pytest.mark.gpu
 
@@ -17,10 +18,7 @@ SOLUTIONS = ROOT / "examples/solutions/diag_matmul"
 
 
 def _files(name: str) -> dict[str, str]:
-    folder = SOLUTIONS / name
-    files = {"model_new.py": (folder / "model_new.py").read_text()}
-    files.update({f"kernels/{p.name}": p.read_text() for p in (folder / "kernels").iterdir()})
-    return files
+    return read_candidate_files(SOLUTIONS / name)
 
 
 @pytest.fixture(scope="module")
