@@ -4,16 +4,7 @@
 # Missing small wheels (pydantic & co) are installed from .whl/ if present (see README).
 set -uo pipefail
 OUT="${OUT:-$(mktemp -d)}"
-SITE=/tmp/cuda_agent_site
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
-fi
-# The cuda_agent namespace maps the top-level folders (setup.py); mirror that with links.
-NS=/tmp/cuda_agent_ns/cuda_agent; REPO="$(pwd)"; rm -rf /tmp/cuda_agent_ns; mkdir -p "$NS"
-for f in cuda_agent/*; do ln -s "$REPO/$f" "$NS/$(basename "$f")"; done
-for d in sandbox_pool tools reward_fns data_gen; do ln -s "$REPO/$d" "$NS/$d"; done
-ln -s "$REPO/recipe/cuda_agent" "$NS/recipe"
-export PYTHONPATH="/tmp/cuda_agent_ns:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+source scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -P -m pytest -p no:cacheprovider -m gpu -v -s tests/sandbox_pool/harness/test_gpu.py 2>&1 | tee "$OUT/gpu-tests.log"
 status=${PIPESTATUS[0]}

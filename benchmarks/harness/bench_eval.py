@@ -1,8 +1,9 @@
 """Per-evaluation wall time of the harness: cold compile, cached compile, verify, profile.
 
 Usage: python benchmarks/harness/bench_eval.py --device cuda [--out results.json]
-Runs the example problem's fast solution with a fresh compile cache (cold), then again
-(cache hit), with warm workers and cached baselines, and prints one JSON line per run.
+Three typical tasks on CUDA (diag_matmul: memory-bound; a cuBLAS GEMM; a row softmax), one on
+CPU. Each task's fast solution is evaluated with a fresh compile of every kernel unit (cold),
+then again (cache hit), with warm workers and cached baselines; one JSON line per run.
 """
 
 from __future__ import annotations
@@ -19,34 +20,59 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+CUDA_TASKS = {  # three typical tasks: memory-bound, library GEMM (cuBLAS), reduction
+    "diag_matmul": ("examples/problems/diag_matmul_cuda.py", "examples/solutions/diag_matmul/cuda_fast"),
+    "matmul_cublas": ("tests/sandbox_pool/harness/candidates/cuda/problem_matmul.py", None),
+    "softmax": ("examples/problems/softmax_cuda.py", "examples/solutions/softmax/cuda_fast"),
+}
+CPU_TASKS = {"diag_matmul": ("examples/problems/diag_matmul.py", "examples/solutions/diag_matmul/cpu_fast")}
+
+
+def _files(task: str, solution: str | None) -> dict[str, str]:
+    from cuda_agent.sandbox_pool.workspace import read_candidate_files
+
+    if solution is not None:
+        return read_candidate_files(ROOT / solution)
+    gemm = ROOT / "tests/sandbox_pool/harness/candidates/cuda"
+    return {"model_new.py": (gemm / "model_new_gemm.py").read_text(),
+            "kernels/gemm_binding.cpp": (gemm / "gemm_binding.cpp").read_text()}
+
+
 async def main(device: str, repeats: int) -> list[dict]:
     os.environ["CUDA_AGENT_CACHE"] = tempfile.mkdtemp(prefix="bench_cache_")
     from cuda_agent.sandbox_pool.harness import EvalJob, Evaluator, EvaluatorConfig
-    from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
-    problem = (ROOT / f"examples/problems/{'diag_matmul_cuda' if device == 'cuda' else 'diag_matmul'}.py").read_text()
-    folder = ROOT / f"examples/solutions/diag_matmul/{device}_fast"
-    files = read_candidate_files(folder)
     rows = []
     async with Evaluator(EvaluatorConfig(device=device)) as ev:
-        # Warm-up: builds the fixed binding.cpp and precompiled headers, measures baselines.
-        t0 = time.monotonic()
-        first = await ev.evaluate(EvalJob(problem_src=problem, files=files, device=device))
-        rows.append({"run": "first_ever (pch + baselines)", "wall_s": time.monotonic() - t0, "status": first.status.value})
-        for i in range(repeats):
-            variant = dict(files)
-            # A new comment changes the kernel's content hash: a cold compile of that unit.
-            for key in [k for k in variant if k.startswith("kernels/")]:
-                variant[key] = variant[key] + f"\n// bench variant {i} {time.time()}\n"  # every unit rebuilt
-            for label, job_files in (("cold_compile", variant), ("cached_compile", variant)):
-                t0 = time.monotonic()
-                r = await ev.evaluate(EvalJob(problem_src=problem, files=job_files, device=device))
-                stages = {k: round(v.duration_s or 0.0, 3) for k, v in r.stages.items()}
-                rows.append({"run": label, "wall_s": round(time.monotonic() - t0, 3), "stages": stages,
-                             "status": r.status.value, "runtime_us": r.runtime_us, "reward": r.reward})
+        for task, (problem_path, solution) in (CUDA_TASKS if device == "cuda" else CPU_TASKS).items():
+            problem = (ROOT / problem_path).read_text()
+            files = _files(task, solution)
+            # Warm-up: builds the fixed binding.cpp and precompiled headers, measures baselines.
+            t0 = time.monotonic()
+            first = await ev.evaluate(EvalJob(problem_src=problem, files=files, device=device))
+            rows.append({"task": task, "run": "first_ever (pch + baselines)", "wall_s": round(time.monotonic() - t0, 3),
+                         "status": first.status.value, "error": first.error})
+            for i in range(repeats):
+                variant = dict(files)
+                # A new comment changes the kernel's content hash: a cold compile of that unit.
+                for key in [k for k in variant if k.startswith("kernels/")]:
+                    variant[key] = variant[key] + f"\n// bench variant {i} {time.time()}\n"  # every unit rebuilt
+                for label, job_files in (("cold_compile", variant), ("cached_compile", variant)):
+                    t0 = time.monotonic()
+                    r = await ev.evaluate(EvalJob(problem_src=problem, files=job_files, device=device))
+                    stages = {k: round(v.duration_s or 0.0, 3) for k, v in r.stages.items()}
+                    rows.append({"task": task, "run": label, "wall_s": round(time.monotonic() - t0, 3),
+                                 "stages": stages, "status": r.status.value, "runtime_us": r.runtime_us,
+                                 "eager_us": r.eager_us, "torch_compile_us": r.torch_compile_us, "reward": r.reward,
+                                 "verify_phases": (r.stages["verify"].log.splitlines() or [""])[-1]
+                                 if "verify" in r.stages else None,
+                                 "profile": r.stages["profile"].log if "profile" in r.stages else None})
     for label in ("cold_compile", "cached_compile"):
         walls = [r["wall_s"] for r in rows if r.get("run") == label]
-        rows.append({"summary": label, "median_wall_s": statistics.median(walls), "n": len(walls)})
+        compiles = [r["stages"].get("compile", 0.0) for r in rows if r.get("run") == label]
+        rows.append({"summary": label, "median_wall_s": statistics.median(walls),
+                     "median_compile_s": statistics.median(compiles),
+                     "median_run_s": statistics.median(w - c for w, c in zip(walls, compiles)), "n": len(walls)})
     return rows
 
 

@@ -21,13 +21,13 @@ from cuda_agent.errors import InfraError
 from cuda_agent.sandbox_pool.harness.models import TimingStats
 from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
-from cuda_agent.sandbox_pool.harness.reference import write_baseline_files
+from cuda_agent.sandbox_pool.harness.reference import timing_draws, write_baseline_files
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, Zygote
 from cuda_agent.sandbox_pool.harness.stats import timing_stats
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = "2"
+PROTOCOL_VERSION = "3"
 BASELINE_SEED = 1234
 
 
@@ -72,8 +72,7 @@ async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index
     """Time the reference eagerly and under torch.compile in fresh reference children."""
     work = tempfile.mkdtemp(prefix="cuda_agent_baseline_")
     try:
-        draw_device = "cpu" if device == "cpu" else f"cuda:{device_index}"
-        await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED, n_sets, draw_device)
+        await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED)
         eager = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, False, timeout_s)
         if isinstance(eager, str):
             raise InfraError(f"eager baseline failed: {eager}")
@@ -89,7 +88,8 @@ async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index
 async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
                           warmup: int, compiled: bool, timeout_s: float) -> TimingStats | str:
     spec = ChildSpec(role="reference", device=device, device_index=device_index, work_dir=work,
-                     problem_src=problem.source, compile_reference=compiled, tf32=tf32, timing_sets=n_sets,
+                     problem_src=problem.source, compile_reference=compiled, tf32=tf32,
+                     timing_draws=timing_draws(BASELINE_SEED, n_sets),
                      warmup=max(warmup, 2), isolate=False)
     child = ChildProcess(zygote, spec)
     child.go()

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.errors import InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
-from cuda_agent.sandbox_pool.harness.compiler.symbols import check_module_symbols
+from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
 from cuda_agent.sandbox_pool.harness.compare import compare_outputs, fingerprint_mismatch
 from cuda_agent.sandbox_pool.harness.models import (
@@ -38,6 +38,8 @@ from cuda_agent.sandbox_pool.harness.models import (
     Receipt,
     StageOutcome,
 )
+from cuda_agent.sandbox_pool.harness.inputs import same_digest
+from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec, output_file
 from cuda_agent.sandbox_pool.harness.reference import PreparedReference, prepare
@@ -74,7 +76,7 @@ class Evaluator:
         self.baseline_cache = baseline_mod.BaselineCache(self.cache_dir)
         self._lock = asyncio.Lock()
         self._started = False
-        self.zygote = Zygote()
+        self.zygote = Zygote(cuda=self.config.device == "cuda")
 
     async def start(self) -> None:
         if not self._started:
@@ -189,7 +191,7 @@ class _Run:
             reason = "compile timed out" if build.timed_out else "compile failed"
             fail(self.result, EvalStatus.COMPILE_ERROR, f"{reason}: {build.log.splitlines()[0] if build.log else ''}")
             return None
-        violations = await check_module_symbols(build.so_path or "")
+        violations = await check_object_symbols(build.objects)
         if violations:
             outcome.ok = False
             outcome.log = "\n".join(violations)
@@ -206,29 +208,29 @@ class _Run:
 
     async def _verify_and_time(self, problem: Problem, build: BuildResult, work: str) -> bool:
         t0 = time.monotonic()
-        budget = self.opts.timing_memory_mb * 1024 * 1024
-        wanted = self.opts.timed_calls if self.opts.profile else 0
         so_path = os.path.join(work, "cuda_extension.so")  # a private copy: the cache stays out of reach
         shutil.copyfile(build.so_path or "", so_path)
         spec = ChildSpec(
             role="candidate", device=self.job.device, device_index=self.ev.config.device_index, work_dir=work,
-            so_path=so_path, model_new_src=self.job.files["model_new.py"],
-            trials=self.opts.correctness_trials, warmup=self.opts.warmup_calls, fingerprint_seed=self.seed,
+            so_path=so_path, model_new_src=self.job.files["model_new.py"], problem_src=problem.source,
+            warmup=self.opts.warmup_calls, fingerprint_seed=self.seed,
             init_seed=secrets.randbits(62), isolate=self.ev.config.isolate,  # unrelated to any input seed
             memory_limit_mb=self.ev.config.cpu_memory_limit_mb if self.job.device == "cpu" else None,
         )
         # The child starts (fork, hardening, CUDA context) while the reference is prepared.
         child = ChildProcess(self.ev.zygote, spec)
         try:
-            prepared, n_sets, _ = await asyncio.to_thread(
+            prepared, _ = await asyncio.to_thread(
                 prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
-                timing_sets_wanted=max(wanted, 3), timing_budget_bytes=budget, atol=self.atol, rtol=self.rtol)
+                timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol)
         except BaseException:
             child.kill()
             raise
-        spec = spec.model_copy(update={"timing_sets": n_sets if self.opts.profile else 0,
-                                       "poison_bytes": prepared.output_nbytes})
-        child.go(timing_sets=spec.timing_sets, poison_bytes=spec.poison_bytes)
+        go = {"trial_draws": [d.model_dump() for d in prepared.trial_draws],
+              "timing_draws": [d.model_dump() for d in prepared.timing_draws],
+              "poison_bytes": prepared.output_nbytes}
+        spec = ChildSpec.model_validate({**spec.model_dump(), **go})
+        child.go(**go)
         verify = self.stage("verify", ok=None)
         session = _CandidateSession(self, spec, prepared, work)
         session.marks.append(("reference prepared", time.monotonic() - t0))
@@ -241,8 +243,7 @@ class _Run:
     async def baselines(self, problem: Problem) -> None:
         t0 = time.monotonic()
         tf32 = self.opts.precision_policy is PrecisionPolicy.MATCHED
-        n_sets = len(self.result.timings["candidate"].samples_us) if "candidate" in self.result.timings else 0
-        n_sets = n_sets or self.opts.timed_calls
+        n_sets = self.opts.timed_calls
         key = baseline_mod.baseline_key(problem, self.result.receipt.device_name, torch.__version__, tf32, n_sets)
         cached = self.ev.baseline_cache.get(key)
         if cached is None:
@@ -307,6 +308,8 @@ class _CandidateSession:
         self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
         if event == "ready":
             self.result.receipt.isolation = str(message.get("isolation", ""))
+        elif event == "drawn":
+            self.check_draws(message.get("digests"))
         elif event == "loaded":
             verify.log = f"weights loaded by name: {message.get('weights')}"
         elif event == "error":
@@ -320,10 +323,22 @@ class _CandidateSession:
             return True
         return None
 
+    def check_draws(self, digests: Any) -> None:
+        """The child drew its trial inputs before loading any candidate code: a mismatch is the problem's."""
+        expected = self.prepared.trial_digests
+        if not isinstance(digests, list) or len(digests) != len(expected) or not all(
+                same_digest(got, want) for got, want in zip(digests, expected)):
+            raise ProblemError("get_inputs() gives different values in two processes under the same seeds; "
+                               "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
+
     def on_error(self, message: dict[str, Any], verify: StageOutcome) -> None:
         verify.ok = False
         detail = f"{message.get('kind')}: {message.get('message')}"
         verify.log = (verify.log + "\n" + str(message.get("traceback", ""))).strip()[-4000:]
+        if message.get("stage") == "setup":  # before the candidate's code was loaded
+            raise InfraError(f"the evaluation child could not start: {detail}")
+        if message.get("stage") == "draw":
+            raise ProblemError(f"get_inputs() failed in the evaluation child: {detail}")
         if message.get("violations"):
             fail(self.result, EvalStatus.VIOLATION, message["violations"][0], message["violations"])
         elif message.get("stage") in ("load", "construct"):
@@ -340,20 +355,26 @@ class _CandidateSession:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
-        outputs = torch.load(os.path.join(self.work, output_file(k)), weights_only=True,
-                             map_location=self.run_.ev.device)
+        try:
+            outputs = read_outputs(os.path.join(self.work, output_file(k)), message.get("layout"),
+                                   self.run_.ev.device)
+        except OutputFormatError as exc:
+            verify.ok = False
+            fail(self.result, EvalStatus.VIOLATION, f"trial {k}: {exc}", [str(exc)])
+            return False
         mismatch = compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
         if mismatch:
             verify.ok = False
-            dist = self.prepared.trial_distributions[k]
+            dist = self.prepared.trial_draws[k].distribution
             verify.log = f"trial {k} ({dist} inputs): {mismatch}"
             fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
             return False
-        if k == self.spec.trials - 1:
+        trials = len(self.spec.trial_draws)
+        if k == trials - 1:
             verify.ok = True
             self.result.correct = True
-            verify.log = (verify.log + f"\n{self.spec.trials}/{self.spec.trials} trials match").strip()
-            if not self.spec.timing_sets:
+            verify.log = (verify.log + f"\n{trials}/{trials} trials match").strip()
+            if not self.spec.timing_draws:
                 return True
         return None
 
@@ -375,7 +396,8 @@ class _CandidateSession:
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
         profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs; median {stats.median_us:.1f} us; "
-                       f"host floor {message.get('host_floor_us', 0):.1f} us; L2 reset: {message.get('l2_reset')}")
+                       f"host floor {message.get('host_floor_us', 0):.1f} us; timed by the host clock: "
+                       f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}")
         return True
 
 

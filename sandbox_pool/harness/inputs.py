@@ -8,8 +8,11 @@ This defeats closed-form shortcuts for the known input distribution (HACKS.md #1
 
 from __future__ import annotations
 
+import math
+import random
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 DISTRIBUTIONS = ("native", "scaled", "heavy_tailed", "shifted", "structured")
@@ -19,9 +22,12 @@ def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "na
     """One input list: `get_inputs()` under `seed` (factories default to `device`), then transformed.
 
     Drawing on the GPU is ~100x faster than on the CPU for large inputs; the same seed
-    always gives the same values on the same device.
+    always gives the same values on the same device (Python's and numpy's generators are
+    seeded too, for problems that use them).
     """
     torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
     with torch.device(device):
         values = list(get_inputs())
     if distribution == "native":
@@ -68,3 +74,32 @@ def to_device(values: list[Any], device: str) -> list[Any]:
 
 def nbytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def digest(values: list[Any]) -> list[list[float]]:
+    """Per input: (sum, sum of |x|) in float64, or the value of a scalar; compared with `same_digest`."""
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            x = v.detach().to(torch.float64)
+            out.append([float(x.sum()), float(x.abs().sum())])
+        elif isinstance(v, (bool, int, float)):
+            out.append([float(v)])
+        else:
+            out.append([])
+    return out
+
+
+def same_digest(a: list[list[float]], b: list[list[float]]) -> bool:
+    """Digests of the same draw (tolerant to reduction order; NaN equals NaN)."""
+    if len(a) != len(b):
+        return False
+    for row_a, row_b in zip(a, b):
+        if len(row_a) != len(row_b):
+            return False
+        for x, y in zip(row_a, row_b):
+            if math.isnan(x) and math.isnan(y):
+                continue
+            if not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9):
+                return False
+    return True

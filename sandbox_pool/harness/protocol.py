@@ -1,33 +1,49 @@
-"""What the trusted parent tells an evaluation child, and the files they exchange.
+"""What the trusted parent tells an evaluation child, and what they exchange.
 
-The parent writes inputs into a private folder; the child reads them (weights_only loads)
-and writes its outputs there; messages on the pipe are plain JSON-able dicts. The parent
-only ever loads child files with `weights_only=True`: the child is untrusted.
+The child draws its inputs itself, from seeds the parent chooses after the child started
+(inputs are not secret; reference outputs are, and they never leave the parent). Trial
+inputs are drawn before any candidate code is loaded and their digests are checked by the
+parent, so a problem whose draws are not reproducible is reported as such. Weights travel
+in one file (loaded with `weights_only=True`); the child's trial outputs come back as raw
+bytes described by a JSON layout; messages on the pipe are plain JSON, never pickles.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 INIT_FILE = "init.pt"
 
 
-def trial_file(k: int) -> str:
-    return f"trial_{k}.pt"
-
-
-def timing_file(k: int) -> str:
-    return f"timing_{k}.pt"
-
-
 def output_file(k: int) -> str:
-    return f"out_{k}.pt"
+    return f"out_{k}.bin"
+
+
+class Draw(BaseModel):
+    """One input list: `get_inputs()` under `seed`, transformed to `distribution` (see inputs.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int
+    distribution: str = "native"
+
+
+class TensorLayout(BaseModel):
+    """Where one output sits in a raw output file; a Python scalar output has `value` instead."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dtype: str | None = None
+    shape: list[int] = Field(default_factory=list)
+    offset: int = 0
+    nbytes: int = 0
+    value: float | int | bool | None = None
 
 
 class ChildSpec(BaseModel):
-    """Everything a child needs; sent as its start argument."""
+    """Everything a child needs; sent as its start argument (draws and sizes follow in `go`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -37,16 +53,15 @@ class ChildSpec(BaseModel):
     work_dir: str
     so_path: str | None = None
     model_new_src: str | None = None
-    problem_src: str | None = None
+    problem_src: str
     compile_reference: bool = False
     tf32: bool = False
-    trials: int = 0
-    timing_sets: int = 0
+    trial_draws: list[Draw] = Field(default_factory=list)
+    timing_draws: list[Draw] = Field(default_factory=list)
     warmup: int = 3
     fingerprint_seed: int = 0
     init_seed: int = 0
     isolate: bool = True
     memory_limit_mb: int | None = None
     file_size_mb: int = 1024
-
     poison_bytes: int = 0

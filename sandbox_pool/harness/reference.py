@@ -1,7 +1,8 @@
 """The trusted side of an evaluation: reference model, input draws and reference outputs.
 
-All of it lives in the trusted worker; the candidate's child receives inputs and weights
-through files and never sees a reference output.
+All of it lives in the trusted worker. The candidate's child gets the weights in a file and
+the seeds of its input draws (it draws them itself, on its device); it never sees a
+reference output.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import torch
 
 from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
-from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, correctness_plan, draw, nbytes
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, correctness_plan, digest, draw, nbytes
 from cuda_agent.sandbox_pool.harness.problem import Problem
-from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, timing_file, trial_file
+from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, Draw
 
 MAX_REDRAWS = 20
-MIN_TIMING_SETS = 5
+TIMING_SEED_OFFSET = 50_000
 
 
 def timing_distribution(k: int) -> str:
@@ -31,8 +32,10 @@ def timing_distribution(k: int) -> str:
 class PreparedReference:
     """Everything the parent keeps to judge one candidate."""
 
+    trial_draws: list[Draw] = field(default_factory=list)
     trial_outputs: list[list[Any]] = field(default_factory=list)
-    trial_distributions: list[str] = field(default_factory=list)
+    trial_digests: list[list[list[float]]] = field(default_factory=list)
+    timing_draws: list[Draw] = field(default_factory=list)
     timing_prints: list[tuple[list[list[float]], list[list[float]]] | None] = field(default_factory=list)
     reference_mutates_inputs: bool = False
     output_nbytes: int = 0
@@ -84,10 +87,6 @@ def _all_finite(values: list[Any]) -> bool:
     return True
 
 
-def _host(values: list[Any]) -> list[Any]:
-    return [v.cpu() if isinstance(v, torch.Tensor) else v for v in values]
-
-
 def _run(model: Any, inputs: list[Any]) -> list[Any]:
     with torch.no_grad():
         return flatten_outputs(model(*inputs))
@@ -103,58 +102,60 @@ def _mutates(model: Any, inputs: list[Any]) -> bool:
     return any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
 
 
-def prepare(
-    problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timing_sets_wanted: int,
-    timing_budget_bytes: int, atol: float, rtol: float, perturb: bool = True,
-) -> tuple[PreparedReference, int, torch.nn.Module]:
-    """Write init/trial/timing files for a child and compute what the parent judges with.
+def timing_draws(seed: int, n: int) -> list[Draw]:
+    """Draws of the timed calls: fresh seeds, the same mix of distributions as verification, so a
+    candidate cannot tell timed calls from checked ones by their inputs."""
+    return [Draw(seed=seed + TIMING_SEED_OFFSET + k, distribution=timing_distribution(k)) for k in range(n)]
 
-    Returns (prepared, number of timing sets written, reference model on `device`).
-    """
-    model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
+
+def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if isinstance(model, torch.nn.Module) else {}
     torch.save({"init_inputs": init_inputs, "state_dict": state}, os.path.join(work_dir, INIT_FILE))
+
+
+def prepare(
+    problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
+    atol: float, rtol: float, perturb: bool = True,
+) -> tuple[PreparedReference, torch.nn.Module]:
+    """Write the init file for a child and compute what the parent judges with.
+
+    Returns (prepared, reference model on `device`).
+    """
+    model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
+    write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
     prepared = PreparedReference(perturbed=perturbed)
-    draw_seed = seed + 100
     for k, distribution in enumerate(correctness_plan(trials)):
-        inputs, outputs = _finite_draw(problem, model, device, distribution, draw_seed + 1000 * k)
+        chosen, inputs, outputs = _finite_draw(problem, model, device, distribution, seed + 100 + 1000 * k)
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
-            per_set = max(1, nbytes(inputs))
-        torch.save(_host(inputs), os.path.join(work_dir, trial_file(k)))
+        prepared.trial_draws.append(chosen)
+        prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
-        prepared.trial_distributions.append(distribution)
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
-    n_sets = max(MIN_TIMING_SETS, min(timing_sets_wanted, timing_budget_bytes // per_set))
-    for k in range(n_sets):
-        # Timed inputs follow the same mix of distributions as verification, so a candidate
-        # cannot tell timed calls from checked ones by their inputs.
-        inputs = draw(problem.get_inputs, seed + 50_000 + k, timing_distribution(k), device)
-        torch.save(_host(inputs), os.path.join(work_dir, timing_file(k)))
+    prepared.timing_draws = timing_draws(seed, timed_calls)
+    for k, planned in enumerate(prepared.timing_draws):
+        inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device)
         outputs = _run(model, inputs)
         prepared.timing_prints.append(
             fingerprint_bounds(outputs, seed + 1000 * k, atol, rtol) if _all_finite(outputs) else None
         )
-    return prepared, n_sets, model
+    return prepared, model
 
 
-def _finite_draw(problem: Problem, model: Any, device: str, distribution: str, seed: int) -> tuple[list[Any], list[Any]]:
+def _finite_draw(problem: Problem, model: Any, device: str, distribution: str,
+                 seed: int) -> tuple[Draw, list[Any], list[Any]]:
     """A draw whose reference output is finite; falls back to native draws, then gives up."""
     for attempt in range(MAX_REDRAWS):
-        dist = distribution if attempt < MAX_REDRAWS // 2 else "native"
-        inputs = draw(problem.get_inputs, seed + attempt, dist, device)
+        chosen = Draw(seed=seed + attempt, distribution=distribution if attempt < MAX_REDRAWS // 2 else "native")
+        inputs = draw(problem.get_inputs, chosen.seed, chosen.distribution, device)
         outputs = _run(model, inputs)
         if _all_finite(outputs):
-            return inputs, outputs
+            return chosen, inputs, outputs
     raise ProblemError("the reference produces non-finite outputs on every input draw; the task is unusable")
 
 
-def write_baseline_files(problem: Problem, work_dir: str, seed: int, n_sets: int, device: str = "cpu") -> None:
-    """Init and timing files for a baseline child (fixed seed: baselines are cached)."""
+def write_baseline_files(problem: Problem, work_dir: str, seed: int) -> None:
+    """Init file for a baseline child (fixed seed: baselines are cached)."""
     model, init_inputs, _ = build_reference(problem, seed, None)
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()} if isinstance(model, torch.nn.Module) else {}
-    torch.save({"init_inputs": init_inputs, "state_dict": state}, os.path.join(work_dir, INIT_FILE))
-    for k in range(n_sets):
-        inputs = draw(problem.get_inputs, seed + 50_000 + k, timing_distribution(k), device)
-        torch.save(_host(inputs), os.path.join(work_dir, timing_file(k)))
+    write_init_file(model, init_inputs, work_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import socket
@@ -24,12 +25,16 @@ from cuda_agent.errors import InfraError, WorkerCrashedError
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
 
 MAX_MESSAGE_BYTES = 64 << 20
+logger = logging.getLogger(__name__)
 
 
 class Zygote:
     """A template process that forks evaluation children on request."""
 
-    def __init__(self) -> None:
+    def __init__(self, cuda: bool = False) -> None:
+        self.cuda = cuda
+        self.level = ""
+        self.probe: dict[str, str] = {}
         self._lock = threading.Lock()
         self._exits: dict[int, int] = {}
         self._proc: subprocess.Popen[bytes] | None = None
@@ -41,7 +46,8 @@ class Zygote:
                 return
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno())],
+                [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno()),
+                 *(["--cuda"] if self.cuda else [])],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, cwd="/",
             )
             theirs.close()
@@ -53,6 +59,9 @@ class Zygote:
                 raise InfraError(f"the evaluation zygote did not start: {exc}") from exc
             if not ready.get("ready"):
                 raise InfraError("the evaluation zygote did not start (is torch importable?)")
+            self.level, self.probe = str(ready.get("level", "")), dict(ready.get("probe") or {})
+            if self.cuda and self.probe and self.level != "pidns+ro":
+                logger.warning("candidate isolation on this GPU machine: %s (probe: %s)", self.level, self.probe)
             self._exits.clear()
 
     def _read(self, timeout: float | None) -> dict[str, Any] | None:

@@ -6,12 +6,17 @@ network, mount and PID namespaces: no network; no capabilities over the trusted 
 read-only except the child's private work folder (caches, the venv, the harness's files
 cannot be changed); and every process it starts dies with it, `setsid` or not.
 Where namespaces are unavailable the child runs without them and the receipt says so.
+
+Not every machine lets a GPU be used under every namespace, so the zygote probes the levels
+of `LEVELS` once, strongest first, with a real CUDA initialisation, and its children use the
+strongest one that works (`probe_level`); the receipt names the level in force.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 import resource
 import signal
 
@@ -25,6 +30,7 @@ MOUNT_ATTR_RDONLY = 0x1
 MS_PRIVATE = 1 << 18
 MS_REC = 1 << 14
 MS_BIND = 4096
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
 SYS_MOUNT_SETATTR = 442  # x86_64 and aarch64 share the number (Linux >= 5.12)
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -58,9 +64,7 @@ def _mount_setattr(path: str, *, set_: int = 0, clear: int = 0, recursive: bool)
 
 
 def _read_only_except(writable: str) -> bool:
-    """In a fresh mount namespace: everything read-only, `writable` (a folder) read-write."""
-    if _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        return False
+    """In a fresh (private) mount namespace: everything read-only, `writable` (a folder) read-write."""
     if _libc.mount(writable.encode(), writable.encode(), None, MS_BIND, None) != 0:
         return False
     if not _mount_setattr("/", set_=MOUNT_ATTR_RDONLY, recursive=True):
@@ -68,16 +72,18 @@ def _read_only_except(writable: str) -> bool:
     return _mount_setattr(writable, clear=MOUNT_ATTR_RDONLY, recursive=False)
 
 
-def _enter_pid_namespace() -> None:
+def _enter_pid_namespace(fresh_proc: bool) -> bool:
     """Fork once more so that the evaluation runs as PID 1 of a new PID namespace.
 
     The outer process only waits and mirrors the inner one's end (signal or exit code) to the
     zygote; when the inner one dies the kernel kills everything left in the namespace.
+    With `fresh_proc` the inner one mounts a /proc of its own namespace (it shows only the
+    sandbox's processes, and pid-based /proc paths mean what they say); returns whether it did.
     """
     pid = os.fork()
     if pid == 0:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        return
+        return fresh_proc and _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
@@ -86,8 +92,14 @@ def _enter_pid_namespace() -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def harden_child(*, isolate: bool, memory_limit_mb: int | None, file_size_mb: int, work_dir: str) -> str:
-    """Apply limits and namespaces to the current (child) process; returns a description."""
+LEVELS = ("pidns+ro", "ro", "pidns", "netns", "none")
+"""Isolation levels, strongest first. All but `none` include a user and a network namespace;
+`ro` is the read-only file system (a mount namespace), `pidns` a PID namespace with its own /proc."""
+
+
+def harden_child(*, isolate: bool, memory_limit_mb: int | None, file_size_mb: int, work_dir: str,
+                 level: str = LEVELS[0]) -> str:
+    """Apply limits and namespaces of `level` to the current (child) process; returns a description."""
     os.setsid()
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     _lower(resource.RLIMIT_CORE, 0)
@@ -95,14 +107,46 @@ def harden_child(*, isolate: bool, memory_limit_mb: int | None, file_size_mb: in
     if memory_limit_mb:
         _lower(resource.RLIMIT_AS, memory_limit_mb * 1024 * 1024)
     parts = ["setsid", "rlimits"]
-    if not isolate:
+    if not isolate or level == "none":
         return ",".join(parts)
-    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID) == 0:
-        parts.append("userns+netns+pidns")
-        parts.append("ro-fs" if _read_only_except(work_dir) else "rw-fs")
-        _enter_pid_namespace()
+    pidns, read_only = "pidns" in level, "ro" in level
+    flags = CLONE_NEWUSER | CLONE_NEWNET | (CLONE_NEWNS if pidns or read_only else 0) | (CLONE_NEWPID if pidns else 0)
+    if _libc.unshare(flags) == 0:
+        parts.append("userns+netns" + ("+mntns" if flags & CLONE_NEWNS else "") + ("+pidns" if pidns else ""))
+        if flags & CLONE_NEWNS and _libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+            parts.append("shared-mounts")
+        if read_only:
+            parts.append("ro-fs" if _read_only_except(work_dir) else "rw-fs")
+        if pidns:
+            parts.append("own-proc" if _enter_pid_namespace(fresh_proc=True) else "host-proc")
     elif _libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
         parts.append("userns+netns")
     else:
         parts.append(f"no-namespaces(errno={ctypes.get_errno()})")
     return ",".join(parts)
+
+
+def probe_level(check: Callable[[], None], timeout_s: float = 60.0) -> tuple[str, dict[str, str]]:
+    """The strongest level of `LEVELS` under which `check()` (e.g. a CUDA initialisation) works.
+
+    Each level is tried in a forked process (this process stays single-threaded and untouched);
+    returns (level, outcome per level tried).
+    """
+    tried: dict[str, str] = {}
+    for level in LEVELS:
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                signal.alarm(int(timeout_s))
+                harden_child(isolate=True, memory_limit_mb=None, file_size_mb=16, work_dir="/tmp", level=level)
+                check()
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        tried[level] = "ok" if ok else f"failed (status {status})"
+        if ok:
+            return level, tried
+    return "none", tried

@@ -1,7 +1,8 @@
 """Entry point of an evaluation child (started from the pre-warmed forkserver).
 
-Order matters: harden the process, capture trusted references (timer, guard), and only
-then load the candidate's extension and model_new.py.
+Order matters: harden the process, capture trusted references (timer, guard), draw the
+trial inputs and report their digests, and only then load the candidate's extension and
+model_new.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from cuda_agent.sandbox_pool.harness.child.guard import ComputeGuard
 from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
 from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
-from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, output_file, timing_file, trial_file
+from cuda_agent.sandbox_pool.harness.inputs import digest, draw
+from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
 
 
 timer_now = time.perf_counter  # captured before any candidate code is loaded
@@ -39,12 +41,28 @@ class Child:
         self.conn = conn
         self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
         self.guard: ComputeGuard | None = None
+        self.problem: types.ModuleType | None = None
 
     def wait_for_go(self) -> None:
-        """Block until the parent has written the inputs; it may fill in the counts then."""
-        go = json.loads(self.conn.recv_bytes(1 << 16))
-        update = {k: go[k] for k in ("trials", "timing_sets", "poison_bytes") if k in go}
-        self.spec = self.spec.model_copy(update=update)
+        """Block until the parent has prepared the reference; it sends the draws and sizes then."""
+        go = json.loads(self.conn.recv_bytes(1 << 24))
+        update = {k: go[k] for k in ("trial_draws", "timing_draws", "poison_bytes") if k in go}
+        self.spec = ChildSpec.model_validate({**self.spec.model_dump(), **update})
+
+    def draw(self, planned: Draw) -> list[Any]:
+        assert self.problem is not None
+        return draw(self.problem.get_inputs, planned.seed, planned.distribution, self.device)
+
+    def draw_trials(self) -> list[list[Any]]:
+        """Trial inputs, drawn before any candidate code exists here; their digests go to the parent."""
+        try:
+            self.problem = types.ModuleType("cuda_agent_problem")
+            exec(compile(self.spec.problem_src, "model.py", "exec"), self.problem.__dict__)
+            trials = [self.draw(d) for d in self.spec.trial_draws]
+        except Exception as exc:
+            self.fail("draw", exc)
+        self.send(event="drawn", digests=[digest(inputs) for inputs in trials])
+        return trials
 
     def send(self, **message: Any) -> None:
         self.conn.send_bytes(json.dumps(message).encode())
@@ -82,9 +100,8 @@ class Child:
         return model
 
     def _reference_cls(self) -> type:
-        module = types.ModuleType("cuda_agent_reference")
-        exec(compile(self.spec.problem_src or "", "model.py", "exec"), module.__dict__)
-        return module.Model
+        assert self.problem is not None
+        return self.problem.Model
 
     def _candidate_cls(self) -> type:
         spec = importlib.util.spec_from_file_location("cuda_extension", self.spec.so_path)
@@ -135,9 +152,25 @@ class Child:
                 bad.append(f"output {i} has type {type(value).__name__}")
         return bad
 
-    def run_trials(self, model: Any, timer: Timer) -> None:
-        for k in range(self.spec.trials):
-            inputs = self.to_device(self.load(trial_file(k)))
+    def write_outputs(self, k: int, outputs: list[Any]) -> list[dict[str, Any]]:
+        """Raw bytes of the outputs in out_<k>.bin and their layout (the parent reads bytes, never pickles)."""
+        layout: list[dict[str, Any]] = []
+        offset = 0
+        with open(os.path.join(self.spec.work_dir, output_file(k)), "wb") as handle:
+            for value in outputs:
+                if not isinstance(value, torch.Tensor):
+                    layout.append({"value": value})
+                    continue
+                host = value.detach().contiguous().to("cpu")
+                raw = host.reshape(-1).view(torch.uint8).numpy()
+                handle.write(memoryview(raw))
+                layout.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape),
+                               "offset": offset, "nbytes": raw.nbytes})
+                offset += raw.nbytes
+        return layout
+
+    def run_trials(self, model: Any, trials: list[list[Any]], timer: Timer) -> None:
+        for k, inputs in enumerate(trials):
             pristine = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
             self.poison()
             try:
@@ -148,28 +181,28 @@ class Child:
             outputs = flatten_outputs(out)
             bad_types = self.check_types(outputs)
             mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
-            if not bad_types:
-                host = [v.detach().to("cpu") if isinstance(v, torch.Tensor) else v for v in outputs]
-                torch.save(host, os.path.join(self.spec.work_dir, output_file(k)))
-            self.send(event="trial", k=k, type_errors=bad_types, input_mutated=mutated,
+            layout = [] if bad_types else self.write_outputs(k, outputs)
+            self.send(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
                       violations=list(self.guard.violations) if self.guard else [])
 
-    def run_timing(self, model: Any, timer: Timer) -> None:
-        if not self.spec.timing_sets:
+    def run_timing(self, model: Any, trials: list[list[Any]], timer: Timer) -> None:
+        planned = self.spec.timing_draws
+        if not planned:
             return
-        warm = [self.to_device(self.load(trial_file(k % max(1, self.spec.trials)))) for k in range(min(self.spec.trials, 2))]
-        sets = [self.to_device(self.load(timing_file(k))) for k in range(self.spec.timing_sets)]
         try:
+            warm = trials[:2] or [self.draw(planned[0])]
             # Warm up by count and by time, so clocks and caches settle before timing.
             warm_until = timer_now() + WARMUP_SECONDS[self.spec.device]
             k = 0
             while k < self.spec.warmup or (timer_now() < warm_until and k < MAX_WARMUP_CALLS):
-                self.call(model, warm[k % len(warm)] if warm else sets[0])
+                self.call(model, warm[k % len(warm)])
                 timer.sync()
                 k += 1
+            del warm
             samples, hosts, prints, type_errors = [], [], [], []
             wall0 = timer_now()
-            for k, inputs in enumerate(sets):
+            for k, draw_k in enumerate(planned):
+                inputs = self.draw(draw_k)  # fresh inputs for every timed call, drawn outside the timed window
                 self.poison()
                 out, t_us, host_us = timer.time_call(lambda *x: self.call(model, list(x)), inputs)
                 samples.append(t_us)
@@ -177,15 +210,17 @@ class Child:
                 outputs = flatten_outputs(out)
                 type_errors += self.check_types(outputs)
                 prints.append(fingerprint(outputs, self.spec.fingerprint_seed + 1000 * k) if not type_errors else [])
+                del inputs, out, outputs
             wall_s = timer_now() - wall0
         except Exception as exc:
             self.fail("timing", exc)
         self.send(event="timing", samples_us=samples, host_us=hosts, fingerprints=prints, wall_s=wall_s,
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
+                  host_fallbacks=timer.host_fallbacks,
                   violations=list(self.guard.violations) if self.guard else [])
 
 
-def child_entry(conn: Any, spec_json: str) -> None:
+def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro") -> None:
     """Target of the child process."""
     spec = ChildSpec.model_validate_json(spec_json)
     # Anything torch or the toolchain writes goes to the private work folder (the rest of the
@@ -195,18 +230,22 @@ def child_entry(conn: Any, spec_json: str) -> None:
     os.environ["TRITON_CACHE_DIR"] = os.path.join(spec.work_dir, "triton")
     child = Child(spec, conn)
     try:
-        isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,
-                                 file_size_mb=spec.file_size_mb, work_dir=spec.work_dir)
-        if spec.device == "cuda":
-            torch.cuda.set_device(spec.device_index)
-        torch.backends.cuda.matmul.allow_tf32 = spec.tf32
-        torch.backends.cudnn.allow_tf32 = spec.tf32
-        timer = Timer(child.device if spec.device == "cuda" else "cpu")
+        try:
+            isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,
+                                     file_size_mb=spec.file_size_mb, work_dir=spec.work_dir, level=level)
+            if spec.device == "cuda":
+                torch.cuda.set_device(spec.device_index)
+            torch.backends.cuda.matmul.allow_tf32 = spec.tf32
+            torch.backends.cudnn.allow_tf32 = spec.tf32
+            timer = Timer(child.device if spec.device == "cuda" else "cpu")
+        except Exception as exc:  # before any candidate code: the harness's own failure
+            child.fail("setup", exc)
         child.send(event="ready", isolation=isolation, pid=os.getpid())
         child.wait_for_go()
+        trials = child.draw_trials()
         model = child.build()
-        child.run_trials(model, timer)
-        child.run_timing(model, timer)
+        child.run_trials(model, trials, timer)
+        child.run_timing(model, trials, timer)
         child.send(event="done")
     except _Stop:
         pass

@@ -21,6 +21,7 @@ import torch._dynamo  # noqa: F401  - imported lazily by dispatch modes; its imp
 #                                   the children's read-only file system would refuse
 
 from cuda_agent.sandbox_pool.harness.child import main as child_main
+from cuda_agent.sandbox_pool.harness.child.hardening import LEVELS, probe_level
 
 PR_SET_PDEATHSIG = 1
 
@@ -40,9 +41,16 @@ def _reap(ctrl: socket.socket) -> None:
             return
 
 
-def serve(ctrl: socket.socket) -> None:
+def _cuda_works() -> None:
+    torch.empty(1, device="cuda").add_(1)
+    torch.cuda.synchronize()
+
+
+def serve(ctrl: socket.socket, cuda: bool) -> None:
+    # Before any child exists: find the strongest isolation under which CUDA initialises here.
+    level, tried = probe_level(_cuda_works) if cuda else (LEVELS[0], {})
     signal.signal(signal.SIGCHLD, lambda *_: _reap(ctrl))
-    ctrl.send(b'{"ready": true}')
+    ctrl.send(json.dumps({"ready": True, "level": level, "probe": tried}).encode())
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 1)
@@ -54,7 +62,7 @@ def serve(ctrl: socket.socket) -> None:
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctrl.close()
-            child_main.child_entry(Connection(fds[0]), data.decode())
+            child_main.child_entry(Connection(fds[0]), data.decode(), level)
             os._exit(0)
         for fd in fds:
             os.close(fd)
@@ -64,7 +72,7 @@ def serve(ctrl: socket.socket) -> None:
 def main() -> None:
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[1]))
-    serve(ctrl)
+    serve(ctrl, cuda="--cuda" in sys.argv[2:])
 
 
 if __name__ == "__main__":

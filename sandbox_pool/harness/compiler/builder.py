@@ -35,6 +35,7 @@ class BuildResult(BaseModel):
 
     ok: bool = Field(description="True if cuda_extension was built.")
     so_path: str | None = Field(None, description="Path of the built module (in the cache).")
+    objects: list[str] = Field(default_factory=list, description="The linked object files (in the cache).")
     log: str = Field("", description="Concise compiler / linker diagnostics.")
     cached: bool = Field(False, description="Every unit and the link came from the cache.")
     timed_out: bool = Field(False, description="The compile exceeded its time limit.")
@@ -88,6 +89,7 @@ class _Build:
         self.sources = {name: (TEMPLATES / name).read_text() for name in FIXED_SOURCES}
         self.sources.update({k: v for k, v in files.items() if k.startswith("kernels/")})
         self.compiled = 0
+        self.objects: list[Path] = []
 
     def units(self) -> list[str]:
         cxx_units = [p for p in self.sources if p.endswith((".cpp", ".cc"))]
@@ -125,7 +127,8 @@ class _Build:
                     raise f
             timed_out = any(f.timed_out for f in failures)  # type: ignore[union-attr]
             raise _CompileFailed("\n".join(f.log for f in failures), timed_out)  # type: ignore[union-attr]
-        return await self.link([o for o in objects if isinstance(o, Path)])
+        self.objects = [o for o in objects if isinstance(o, Path)]
+        return await self.link(self.objects)
 
     async def compile_unit(self, stage: Path, path: str) -> Path:
         compiler, flags = _unit_flags(self.tc, path)
@@ -220,6 +223,6 @@ async def build_extension(
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return BuildResult(
-        ok=True, so_path=str(so), cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
+        ok=True, so_path=str(so), objects=[str(o) for o in build.objects], cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
         duration_s=time.monotonic() - started, toolchain=tc.description, key=so.parent.name,
     )

@@ -1,4 +1,9 @@
-"""Read the symbols a built module imports (nm -DC) and apply the symbol policy."""
+"""Read the symbols that the candidate's compiled code needs from outside (nm) and apply the symbol policy.
+
+The policy is applied to the object files, not to the linked module: the libraries that we link
+(torch, the CUDA runtime, which nvcc's toolchain may link statically) are trusted and may use
+files or system calls themselves; what the candidate's own code references is what matters.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +13,49 @@ import shutil
 from cuda_agent.errors import InfraError
 from cuda_agent.sandbox_pool.harness.policy import symbol_violations
 
+# nm's type letters of undefined references (plain, weak, weak object); every other letter is a definition.
+_UNDEFINED = ("U", "w", "v")
 
-async def undefined_symbols(so_path: str) -> list[str]:
-    """Demangled undefined dynamic symbols of `so_path`, without version suffixes."""
+
+async def _nm(path: str) -> str:
     nm = shutil.which("nm")
     if nm is None:
         raise InfraError("`nm` (binutils) not found; install binutils")
     proc = await asyncio.create_subprocess_exec(
-        nm, "-D", "-C", "--undefined-only", so_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        nm, "-C", path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await proc.communicate()
     if proc.returncode != 0:
-        raise InfraError(f"nm failed on {so_path}: {err.decode()[:500]}")
-    symbols = []
-    for line in out.decode(errors="replace").splitlines():
-        name = line.strip()
-        if name.startswith("U ") or name.startswith("w "):
-            name = name[2:].strip()
-        symbols.append(name.split("@")[0].strip())
-    return symbols
+        raise InfraError(f"nm failed on {path}: {err.decode()[:500]}")
+    return out.decode(errors="replace")
 
 
-async def check_module_symbols(so_path: str) -> list[str]:
-    """Violations of the symbol policy by the module at `so_path`."""
-    return symbol_violations(await undefined_symbols(so_path))
+def _parse(listing: str) -> tuple[set[str], set[str]]:
+    """(undefined, defined) names of one `nm -C` listing."""
+    undefined: set[str] = set()
+    defined: set[str] = set()
+    for line in listing.splitlines():
+        parts = line.strip().split(" ", 2) if line[:1] != " " else ["", *line.strip().split(" ", 1)]
+        if len(parts) != 3:
+            continue
+        _, kind, name = parts
+        name = name.split("@")[0].strip()
+        (undefined if kind in _UNDEFINED else defined).add(name)
+    return undefined, defined
+
+
+async def external_symbols(object_paths: list[str]) -> list[str]:
+    """Demangled names that `object_paths` reference and none of them defines."""
+    listings = await asyncio.gather(*(_nm(p) for p in object_paths))
+    undefined: set[str] = set()
+    defined: set[str] = set()
+    for listing in listings:
+        u, d = _parse(listing)
+        undefined |= u
+        defined |= d
+    return sorted(undefined - defined)
+
+
+async def check_object_symbols(object_paths: list[str]) -> list[str]:
+    """Violations of the symbol policy by the candidate's compiled objects."""
+    return symbol_violations(await external_symbols(object_paths))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from cuda_agent.sandbox_pool.harness import EvalStatus
 from cuda_agent.sandbox_pool.harness.compare import compare_outputs
+from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 
+from conftest import PROBLEM
 from test_hacks import HONEST, model_new
 
 
@@ -94,3 +97,43 @@ def test_compiler_environment_is_minimal(monkeypatch, tmp_path) -> None:
     env = _compiler_env(tmp_path)
     assert "SECRET_API_TOKEN" not in env
     assert env["HOME"] == str(tmp_path) and "PATH" in env
+
+
+def test_irreproducible_inputs_are_the_problems_fault(evaluate_cpu) -> None:
+    # The child draws its own inputs from the parent's seeds; a get_inputs() that ignores
+    # the seeds makes verification meaningless and must not be blamed on the candidate.
+    problem = PROBLEM.replace("def get_inputs():", "import os as _os\n\ndef get_inputs():\n    torch.manual_seed(int.from_bytes(_os.urandom(4), 'little'))")
+    result = evaluate_cpu(HONEST, problem=problem)
+    assert result.status is EvalStatus.INFRA_ERROR and result.reward is None
+    assert "reproducible" in (result.error or "")
+
+
+@pytest.mark.parametrize("layout", [
+    None,
+    [{"dtype": "object", "shape": [2], "offset": 0, "nbytes": 16}],
+    [{"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 8}],
+    [{"dtype": "float32", "shape": [4], "offset": 8, "nbytes": 16}],
+    [{"dtype": "float32", "shape": [-4], "offset": 0, "nbytes": 16}],
+    [{"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16, "extra": 1}],
+])
+def test_malformed_output_layouts_are_rejected(tmp_path, layout) -> None:
+    path = tmp_path / "out_0.bin"
+    path.write_bytes(bytes(16))
+    with pytest.raises(OutputFormatError):
+        read_outputs(str(path), layout, "cpu")
+
+
+def test_raw_outputs_round_trip(tmp_path) -> None:
+    values = [torch.arange(6, dtype=torch.bfloat16).reshape(2, 3), torch.tensor([True, False]), 3.5]
+    blob, layout, offset = b"", [], 0
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            raw = v.reshape(-1).view(torch.uint8).numpy().tobytes()
+            layout.append({"dtype": str(v.dtype).removeprefix("torch."), "shape": list(v.shape), "offset": offset,
+                           "nbytes": len(raw)})
+            blob, offset = blob + raw, offset + len(raw)
+        else:
+            layout.append({"value": v})
+    (tmp_path / "o.bin").write_bytes(blob)
+    got = read_outputs(str(tmp_path / "o.bin"), layout, "cpu")
+    assert torch.equal(got[0], values[0]) and torch.equal(got[1], values[1]) and got[2] == 3.5

@@ -1,0 +1,12 @@
+# Sourced by the GPU scripts: the cuda_agent namespace as links (setup.py's mapping) and the small
+# wheels carried in .whl/ (pydantic & co, see README "GPU tests"), for a GPU node without a registry.
+SITE=/tmp/cuda_agent_site
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl || exit 1
+fi
+NS=/tmp/cuda_agent_ns/cuda_agent; REPO="$(pwd)"; rm -rf /tmp/cuda_agent_ns; mkdir -p "$NS"
+for f in cuda_agent/*; do ln -s "$REPO/$f" "$NS/$(basename "$f")"; done
+for d in sandbox_pool tools reward_fns data_gen; do ln -s "$REPO/$d" "$NS/$d"; done
+ln -s "$REPO/recipe/cuda_agent" "$NS/recipe"
+export PYTHONPATH="/tmp/cuda_agent_ns:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+cuda_agent() { python3 -P -m cuda_agent.cli.main "$@"; }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Everything the open issues measure on a GPU node, in one call of the device machine (one or two H200s):
+#   tests   GPU-marked tests (issue 2 harness, issue 3 faults)                       -> gpu-tests.log
+#   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
+#   data    data pipeline: compose + filter --count tasks, recheck (issue 6), on the last GPU,
+#           in parallel with tests+bench when there are two GPUs                      -> data.tgz, data.log
+#   pool1   pool throughput, 16 submitters, one GPU (issue 3); on the last GPU, in parallel
+#           with tests+bench when there are two GPUs                                  -> pool_1gpu.json/.log
+#   pool2   the same on two GPUs (after everything else)                              -> pool_2gpu.json/.log
+# Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 bash scripts/gpu-session.sh
+set -uo pipefail
+OUT="${OUT:-$(mktemp -d)}"; PHASES="${PHASES:-tests bench data pool1 pool2}"
+source scripts/gpu-env.sh
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+GPUS=$(nvidia-smi -L | wc -l); LAST=$((GPUS - 1)); status=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+t0=$(date +%s); stamp() { echo "[gpu-session +$(( $(date +%s) - t0 ))s] $*"; }
+
+data_phase() {
+  stamp "data: start on GPU $LAST"
+  CUDA_VISIBLE_DEVICES=$LAST timeout "${DATA_TIMEOUT:-480}" python3 -P -m cuda_agent.cli.main data pipeline \
+    --device cuda --count "${DATA_COUNT:-150}" --out /tmp/data_run --recheck ${DATA_ARGS:-} >"$OUT/data.log" 2>&1
+  echo "rc=$?" >>"$OUT/data.log"
+  tar -C /tmp -czf "$OUT/data.tgz" --exclude='*.so' data_run 2>/dev/null
+  stamp "data: done"
+}
+pool_phase() {  # pool_phase <gpus: 1|2>
+  local devices=0 jobs=${POOL_JOBS:-48}
+  if [ "$1" = 1 ]; then devices=$LAST; else devices=0,1; jobs=$((2 * jobs)); fi
+  stamp "pool: $1 GPU(s) ($devices)"
+  python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$devices" --submitters 16 --jobs "$jobs" \
+    --out "$OUT/pool_$1gpu.json" >"$OUT/pool_$1gpu.log" 2>&1
+  stamp "pool: $1 GPU(s) done"; tail -8 "$OUT/pool_$1gpu.log"
+}
+if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
+if has pool1 && [ "$GPUS" -ge 2 ] && ! has data; then pool_phase 1 & pool_pid=$!; fi
+
+if has tests; then
+  stamp "tests"
+  CUDA_VISIBLE_DEVICES=0 timeout "${TESTS_TIMEOUT:-420}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
+    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
+  status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
+fi
+if has bench; then
+  stamp "bench"
+  CUDA_VISIBLE_DEVICES=0 python3 -P benchmarks/harness/bench_eval.py --device cuda --repeats "${BENCH_REPEATS:-3}" \
+    --out "$OUT/bench_eval.json" >"$OUT/bench.log" 2>&1; tail -8 "$OUT/bench.log"
+fi
+if has data; then
+  if [ -n "${data_pid:-}" ]; then wait "$data_pid"; else data_phase; fi
+  tail -25 "$OUT/data.log"
+fi
+if has pool1; then
+  if [ -n "${pool_pid:-}" ]; then wait "$pool_pid"; else pool_phase 1; fi
+fi
+if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2; fi
+stamp "end"
+exit "$status"
