@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.sandbox_pool.harness.compiler.diagnostics import summarize_compiler_output
 from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
+from cuda_agent.sandbox_pool.harness.compiler import glue
 from cuda_agent.sandbox_pool.harness.compiler.toolchain import CXX_STD, Toolchain, detect_toolchain
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "workspace" / "templates"
@@ -35,7 +37,10 @@ class BuildResult(BaseModel):
 
     ok: bool = Field(description="True if cuda_extension was built.")
     so_path: str | None = Field(None, description="Path of the built module (in the cache).")
-    objects: list[str] = Field(default_factory=list, description="The linked object files (in the cache).")
+    real_header_units: list[str] = Field(
+        default_factory=list, description="Binding units the fast glue could not build (compiled with the real headers).")
+    objects: list[str] = Field(default_factory=list,
+                               description="Object files of the candidate's units (kernels/), in the cache: what the symbol policy reads.")
     log: str = Field("", description="Concise compiler / linker diagnostics.")
     cached: bool = Field(False, description="Every unit and the link came from the cache.")
     timed_out: bool = Field(False, description="The compile exceeded its time limit.")
@@ -84,12 +89,15 @@ class _Build:
 
     def __init__(self, files: dict[str, str], tc: Toolchain, cache: Path, deadline: float) -> None:
         self.tc = tc
-        self.cache = cache / "build" / tc.fingerprint
+        self.cache = cache / "build" / f"{tc.fingerprint}-{glue.fingerprint()}"
         self.deadline = deadline
         self.sources = {name: (TEMPLATES / name).read_text() for name in FIXED_SOURCES}
+        self.sources["binding.cpp"] = glue.fixed_binding_cpp()  # the template's, plus the fast glue's functions
+        self.sources.update(glue.staged_headers())
         self.sources.update({k: v for k, v in files.items() if k.startswith("kernels/")})
         self.compiled = 0
         self.objects: list[Path] = []
+        self.real_header_units: list[str] = []
 
     def units(self) -> list[str]:
         cxx_units = [p for p in self.sources if p.endswith((".cpp", ".cc"))]
@@ -127,11 +135,16 @@ class _Build:
                     raise f
             timed_out = any(f.timed_out for f in failures)  # type: ignore[union-attr]
             raise _CompileFailed("\n".join(f.log for f in failures), timed_out)  # type: ignore[union-attr]
-        self.objects = [o for o in objects if isinstance(o, Path)]
-        return await self.link(self.objects)
+        linked = [o for o in objects if isinstance(o, Path)]
+        self.objects = [o for u, o in zip(units, linked) if u.startswith("kernels/")]
+        return await self.link(linked)
 
     async def compile_unit(self, stage: Path, path: str) -> Path:
         compiler, flags = _unit_flags(self.tc, path)
+        if glue.eligible(path, self.sources[path]):
+            obj = await self.compile_fast(stage, path, compiler, flags)
+            if obj is not None:
+                return obj
         obj = self.cache / "obj" / f"{self.unit_key(path, compiler, flags)}.o"
         if obj.exists():
             return obj
@@ -139,8 +152,36 @@ class _Build:
             pch = await ensure_pch(self.cache.parent.parent, compiler, flags, self.tc.device, self.remaining())
             if pch is not None:
                 flags = [*flags, "-include", str(pch)]
+        return await self.compile_to(stage, path, compiler, flags, obj)
+
+    async def compile_fast(self, stage: Path, path: str, compiler: str, flags: list[str]) -> Path | None:
+        """The unit built with the fast glue, or None when it needs the real headers (remembered)."""
+        flags = glue.flags(flags)
+        key = self.unit_key(path, compiler, flags)
+        obj = self.cache / "obj" / f"{key}.o"
+        needs_real_headers = obj.with_suffix(".real")
+        if obj.exists():
+            return obj
+        if needs_real_headers.exists():
+            self.real_header_units.append(path)
+            return None
+        pch = await ensure_pch(self.cache.parent.parent, compiler, flags, self.tc.device, self.remaining(),
+                               text=glue.pch_text(self.tc.device))
+        if pch is not None:
+            flags = [*flags, "-include", str(pch)]
+        try:
+            return await self.compile_to(stage, path, compiler, flags, obj)
+        except _CompileFailed as exc:
+            if exc.timed_out:
+                raise
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            needs_real_headers.write_text(exc.log[:4000])
+            self.real_header_units.append(path)
+            return None
+
+    async def compile_to(self, stage: Path, path: str, compiler: str, flags: list[str], obj: Path) -> Path:
         obj.parent.mkdir(parents=True, exist_ok=True)
-        tmp = obj.with_suffix(f".{os.getpid()}.tmp.o")
+        tmp = obj.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp.o")
         await self.exec([compiler, "-c", path, *flags, "-o", str(tmp)], stage)
         tmp.replace(obj)
         self.compiled += 1
@@ -223,6 +264,6 @@ async def build_extension(
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return BuildResult(
-        ok=True, so_path=str(so), objects=[str(o) for o in build.objects], cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
+        ok=True, so_path=str(so), objects=[str(o) for o in build.objects], real_header_units=build.real_header_units, cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
         duration_s=time.monotonic() - started, toolchain=tc.description, key=so.parent.name,
     )

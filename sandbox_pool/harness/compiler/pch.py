@@ -33,9 +33,12 @@ def pch_header_text(device: str) -> str:
     return "#pragma once\n" + "".join(f"#include {h}\n" for h in headers)
 
 
-async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, timeout_s: float) -> Path | None:
-    """Path of the PCH header to `-include`, building it if needed; None if it cannot be built."""
-    text = pch_header_text(device)
+async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, timeout_s: float,
+                     text: str | None = None) -> Path | None:
+    """Path of the PCH header to `-include`, building it if needed; None if it cannot be built.
+
+    `text` overrides the header's content (the fast glue has its own)."""
+    text = text or pch_header_text(device)
     key = hashlib.sha256("\n".join([cxx, *flags, text]).encode()).hexdigest()[:16]
     folder = cache_root / "pch" / key
     header = folder / PCH_NAME

@@ -6,6 +6,14 @@
 //     REGISTER_BINDING(my_op, register_my_op);
 #pragma once
 
+#ifdef CUDA_AGENT_FAST_GLUE
+// The builder's fast first attempt (light headers): bindings are recorded and turned into
+// Python functions by binding.cpp. Same usage, same module.
+#include <cuda_agent_fast_glue.h>
+#define REGISTER_BINDING(name, fn) \
+  static ::cuda_agent_fast::Registrar _cuda_agent_registrar_##name(#name, [](pybind11::module& m) { fn(m); })
+#else
+
 #include <functional>
 #include <string>
 #include <utility>
@@ -44,3 +52,5 @@ class BindingRegistrar {
 
 #define REGISTER_BINDING(name, fn) \
   static BindingRegistrar _cuda_agent_registrar_##name(#name, [](pybind11::module& m) { fn(m); })
+
+#endif  // CUDA_AGENT_FAST_GLUE

@@ -1,0 +1,129 @@
+"""The fast glue: binding units built against the light headers behave like pybind11 ones,
+and units the glue cannot build fall back to the real headers."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from cuda_agent.sandbox_pool.harness.compiler import glue
+from cuda_agent.sandbox_pool.harness.compiler.builder import build_extension
+
+BINDING = r'''
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include <tuple>
+#include <vector>
+#include "../binding_registry.h"
+
+static torch::Tensor scale(const torch::Tensor& x, double factor, bool negate) {
+  auto out = torch::empty_like(x);
+  const float* src = x.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) dst[i] = (negate ? -1.0f : 1.0f) * factor * src[i];
+  return out;
+}
+static int64_t total(std::vector<int64_t> xs) { int64_t s = 0; for (auto x : xs) s += x; return s; }
+static int64_t total(int64_t a, int64_t b) { return a + b; }
+static std::tuple<torch::Tensor, int64_t> pair(torch::Tensor x, std::optional<torch::Tensor> y) {
+  return {torch::zeros({2, 3}, x.options()), y.has_value() ? 1 : 0};
+}
+static void check_positive(torch::Tensor x) { TORCH_CHECK(x.numel() > 0, "need a non-empty tensor"); }
+
+static void register_all(pybind11::module& m) {
+  m.def("scale", &scale, "Scales x.", py::arg("x"), py::arg("factor") = 2.0, py::arg("negate") = false);
+  m.def("total", static_cast<int64_t (*)(std::vector<int64_t>)>(&total));
+  m.def("total", static_cast<int64_t (*)(int64_t, int64_t)>(&total));
+  m.def("pair", &pair);
+  m.def("check_positive", &check_positive);
+  m.def("lambda_add", [](int64_t a, int64_t b) { return a + b; });
+}
+REGISTER_BINDING(all, register_all);
+'''
+
+NEEDS_REAL_PYBIND = r'''
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include "../binding_registry.h"
+
+static int64_t length(pybind11::object obj) { return pybind11::len(obj); }
+static void register_len(pybind11::module& m) { m.def("length", &length); }
+REGISTER_BINDING(len, register_len);
+'''
+
+
+def _run_with(so_path: str, body: str) -> None:
+    """Run `body` with the module loaded as `ext` in a fresh interpreter (one extension per process,
+    as in an evaluation child: its registries are process-wide)."""
+    script = textwrap.dedent(f"""
+        import importlib.util, pytest, torch
+        spec = importlib.util.spec_from_file_location("cuda_extension", {so_path!r})
+        ext = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(ext)
+    """) + textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fast_glue_cache")
+
+
+def _build(source: str, cache: Path):
+    result = asyncio.run(build_extension({"kernels/k_binding.cpp": source}, "cpu", cache_dir=cache))
+    assert result.ok, result.log
+    return result
+
+
+def _markers(cache: Path) -> list[Path]:
+    return list(cache.rglob("*.real"))
+
+
+def test_eligibility() -> None:
+    assert glue.eligible("kernels/a_binding.cpp", BINDING)
+    assert not glue.eligible("binding.cpp", BINDING)  # the fixed unit
+    assert not glue.eligible("kernels/a.cu", BINDING)
+    assert not glue.eligible("kernels/a_binding.cpp", "#include <torch/extension.h>\n")
+    assert not glue.eligible("kernels/a_binding.cpp", BINDING + "#include <pybind11/stl.h>\n")
+
+
+def test_fast_glue_calls_like_pybind11(cache: Path) -> None:
+    result = _build(BINDING, cache)
+    assert not _markers(cache), "the unit should have been built with the fast glue"
+    _run_with(result.so_path, """
+        x = torch.arange(4, dtype=torch.float32)
+        assert torch.equal(ext.scale(x), x * 2)
+        assert torch.equal(ext.scale(x, 3.0, True), x * -3)
+        assert torch.equal(ext.scale(x, negate=True), x * -2)
+        assert torch.equal(ext.scale(x=x, factor=1), x)  # an int where a float is expected, like pybind11
+        assert ext.total([1, 2, 3]) == 6 and ext.total((4, 5)) == 9 and ext.total(1, 2) == 3  # overloads
+        z, flag = ext.pair(x, None)
+        assert z.shape == (2, 3) and flag == 0 and ext.pair(x, x)[1] == 1
+        assert ext.lambda_add(2, 3) == 5
+        assert ext.check_positive(x) is None
+        assert "Scales x." in ext.scale.__doc__
+        with pytest.raises(TypeError):
+            ext.scale("not a tensor")
+        with pytest.raises(TypeError):
+            ext.total(1.5, 2)  # a float where an int is expected: refused, like pybind11
+        with pytest.raises(TypeError):
+            ext.scale(x, bogus=1)
+        with pytest.raises(RuntimeError, match="need a non-empty tensor"):
+            ext.check_positive(torch.empty(0))
+    """)
+
+
+def test_units_the_glue_cannot_build_use_the_real_headers(cache: Path) -> None:
+    before = len(_markers(cache))
+    result = _build(NEEDS_REAL_PYBIND, cache)
+    assert len(_markers(cache)) == before + 1, "the fast attempt should have failed and been remembered"
+    _run_with(result.so_path, "assert ext.length([1, 2, 3]) == 3")
+    again = _build(NEEDS_REAL_PYBIND, cache)
+    assert again.cached and again.units_compiled == 0
