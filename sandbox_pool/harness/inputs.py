@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 DISTRIBUTIONS = ("native", "scaled", "heavy_tailed", "shifted", "structured")
+
+GLOBAL_RNG_LOCK = threading.RLock()
+"""Held around every seeded use of the global generators (torch's, Python's, numpy's): workers
+of one pool share a process, and a draw must be reproducible in the child whatever they do."""
 
 
 def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "native", device: str = "cpu") -> list[Any]:
@@ -25,15 +30,16 @@ def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "na
     always gives the same values on the same device (Python's and numpy's generators are
     seeded too, for problems that use them).
     """
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % (1 << 32))
-    with torch.device(device):
-        values = list(get_inputs())
-    if distribution == "native":
-        return values
-    gen = torch.Generator().manual_seed(seed ^ 0x5EED)  # scalars only: drawn on the CPU
-    return [_transform(v, distribution, gen) if _is_float_tensor(v) else v for v in values]
+    with GLOBAL_RNG_LOCK:
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % (1 << 32))
+        with torch.device(device):
+            values = list(get_inputs())
+        if distribution == "native":
+            return values
+        gen = torch.Generator().manual_seed(seed ^ 0x5EED)  # scalars only: drawn on the CPU
+        return [_transform(v, distribution, gen) if _is_float_tensor(v) else v for v in values]
 
 
 def _is_float_tensor(value: Any) -> bool:

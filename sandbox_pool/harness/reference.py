@@ -16,7 +16,7 @@ import torch
 
 from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
-from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, correctness_plan, digest, draw, nbytes
+from cuda_agent.sandbox_pool.harness.inputs import GLOBAL_RNG_LOCK, DISTRIBUTIONS, correctness_plan, digest, draw, nbytes
 from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, Draw
 
@@ -65,10 +65,11 @@ def perturb_parameters(model: torch.nn.Module, seed: int) -> int:
 def build_reference(problem: Problem, init_seed: int, perturb_seed: int | None) -> tuple[torch.nn.Module, list[Any], int]:
     """(model on CPU, init inputs, number of perturbed parameters)."""
     try:
-        torch.manual_seed(init_seed)
-        init_inputs = list(problem.get_init_inputs())
-        torch.manual_seed(init_seed)
-        model = problem.model_cls(*init_inputs)
+        with GLOBAL_RNG_LOCK:  # the child builds its model under the same seed
+            torch.manual_seed(init_seed)
+            init_inputs = list(problem.get_init_inputs())
+            torch.manual_seed(init_seed)
+            model = problem.model_cls(*init_inputs)
     except Exception as exc:
         raise ProblemError(f"reference Model could not be constructed: {type(exc).__name__}: {exc}") from exc
     perturbed = perturb_parameters(model, perturb_seed) if perturb_seed is not None and isinstance(model, torch.nn.Module) else 0

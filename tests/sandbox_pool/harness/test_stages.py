@@ -137,3 +137,31 @@ def test_raw_outputs_round_trip(tmp_path) -> None:
     (tmp_path / "o.bin").write_bytes(blob)
     got = read_outputs(str(tmp_path / "o.bin"), layout, "cpu")
     assert torch.equal(got[0], values[0]) and torch.equal(got[1], values[1]) and got[2] == 3.5
+
+
+def test_draws_are_reproducible_while_other_threads_draw() -> None:
+    # Workers of one pool share a process: a parent's draw must not be disturbed by another
+    # worker seeding the global generators at the same time (its child redraws alone).
+    import threading
+
+    from cuda_agent.sandbox_pool.harness.inputs import draw
+
+    def get_inputs():
+        return [torch.randn(64, 256), torch.rand(256)]
+
+    expected = {seed: draw(get_inputs, seed, "heavy_tailed") for seed in range(40)}
+    mismatches: list[int] = []
+
+    def worker(offset: int) -> None:
+        for i in range(40):
+            seed = (i + offset) % 40
+            got = draw(get_inputs, seed, "heavy_tailed")
+            if not all(torch.equal(a, b) for a, b in zip(got, expected[seed])):
+                mismatches.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(k * 10,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not mismatches
