@@ -21,6 +21,7 @@ import asyncio
 import collections
 import json
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -66,13 +67,18 @@ async def submitter(pool, jobs: collections.deque, rows: list[dict]) -> None:
         while True:
             try:
                 result = await pool.evaluate(job)
-                rows.append({"latency_s": time.monotonic() - t0, "status": result.status.value})
+                rows.append({"latency_s": time.monotonic() - t0, "status": result.status.value,
+                             "wall_s": result.wall_s, "stages": {k: v.duration_s or 0.0 for k, v in result.stages.items()}})
                 break
             except PoolOverloadedError:
                 await asyncio.sleep(0.5)  # back-pressure: retry later
             except PoolError as exc:
                 rows.append({"latency_s": time.monotonic() - t0, "status": f"pool_error:{type(exc).__name__}"})
                 break
+
+
+def median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
 
 
 def busy_s(status) -> float:
@@ -110,6 +116,10 @@ async def run(args: argparse.Namespace) -> dict:
         "busy_fraction": round((busy_s(after) - busy_s(before)) / (wall * workers), 3),
         "latency_s": {q: percentile(latencies, float(q[1:])) for q in ("p50", "p90", "p99")},
         "statuses": dict(collections.Counter(r["status"] for r in rows)),
+        # Per evaluation, inside the worker: where a slower evaluation spends its time.
+        "evaluation_s": {"median_wall": median([r["wall_s"] for r in rows if "wall_s" in r]),
+                         **{f"median_{stage}": median([r["stages"][stage] for r in rows if stage in r.get("stages", {})])
+                            for stage in ("compile", "verify", "baselines")}},
         "rejected_retries": after.rejected - before.rejected,
     }
 
