@@ -213,7 +213,7 @@ class _Run:
         spec = ChildSpec(
             role="candidate", device=self.job.device, device_index=self.ev.config.device_index, work_dir=work,
             so_path=so_path, model_new_src=self.job.files["model_new.py"], problem_src=problem.source,
-            warmup=self.opts.warmup_calls, fingerprint_seed=self.seed,
+            warmup=self.opts.warmup_calls,
             init_seed=secrets.randbits(62), isolate=self.ev.config.isolate,  # unrelated to any input seed
             memory_limit_mb=self.ev.config.cpu_memory_limit_mb if self.job.device == "cpu" else None,
         )
@@ -222,7 +222,8 @@ class _Run:
         try:
             prepared, _ = await asyncio.to_thread(
                 prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
-                timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol)
+                timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol,
+                print_seed=secrets.randbits(62))  # never sent before the timed call it is for
         except BaseException:
             child.kill()
             raise
@@ -282,6 +283,8 @@ class _CandidateSession:
         self.work = work
         self.marks: list[tuple[str, float]] = []
         self._events: list[tuple[str, float]] = []
+        self.prints_asked: set[int] = set()
+        self.prints_checked: set[int] = set()
 
     def marks_since(self, t0: float) -> list[tuple[str, float]]:
         return self.marks + [(name, at - t0) for name, at in self._events]
@@ -291,6 +294,9 @@ class _CandidateSession:
         try:
             while True:
                 message = await child.receive(deadline)
+                if message.get("event") == "timed":  # reveal the checked positions of that call
+                    child.reply(print_seed=self.print_seed(message.get("k")))
+                    continue
                 verdict = self.handle(message, verify)
                 if verdict is not None:
                     return verdict
@@ -305,7 +311,8 @@ class _CandidateSession:
 
     def handle(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
         event = message.get("event")
-        self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
+        if event != "print":
+            self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
         if event == "ready":
             self.result.receipt.isolation = str(message.get("isolation", ""))
         elif event == "drawn":
@@ -317,6 +324,8 @@ class _CandidateSession:
             return False
         elif event == "trial":
             return self.on_trial(message, verify)
+        elif event == "print":
+            return self.on_print(message)
         elif event == "timing":
             return self.on_timing(message)
         elif event == "done":
@@ -378,16 +387,33 @@ class _CandidateSession:
                 return True
         return None
 
+    def print_seed(self, k: Any) -> int:
+        if not isinstance(k, int) or not 0 <= k < len(self.prepared.print_seeds) or k in self.prints_asked:
+            return 0  # out of order: its print cannot match, the verdict follows
+        self.prints_asked.add(k)
+        return self.prepared.print_seeds[k]
+
+    def on_print(self, message: dict[str, Any]) -> bool | None:
+        k = message.get("k")
+        if not isinstance(k, int) or not 0 <= k < len(self.prepared.timing_prints) or k in self.prints_checked:
+            return self.timing_violation("the timing protocol was not followed")
+        self.prints_checked.add(k)
+        expected = self.prepared.timing_prints[k]
+        got = message.get("fingerprint")
+        if expected is not None and (not isinstance(got, list) or fingerprint_mismatch(got, *expected)):
+            return self.timing_violation(f"the output of timed call {k} is wrong although verification passed "
+                                         "(results cached or behaviour changed while timed)")
+        return None
+
+    def timing_violation(self, problem: str) -> bool:
+        self.run_.stage("profile", ok=False)
+        fail(self.result, EvalStatus.VIOLATION, problem, [problem])
+        return False
+
     def on_timing(self, message: dict[str, Any]) -> bool:
         problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
-        prints = message.get("fingerprints") or []
-        for k, expected in enumerate(self.prepared.timing_prints):
-            if expected is None or k >= len(prints):
-                continue
-            if fingerprint_mismatch(prints[k], *expected):
-                problems.append(f"the output of timed call {k} is wrong although verification passed "
-                                "(results cached or behaviour changed while timed)")
-                break
+        if len(self.prints_checked) != len(self.prepared.timing_draws):
+            problems.append("the timing protocol was not followed (timed outputs not all checked)")
         profile = self.run_.stage("profile", ok=not problems)
         if problems:
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)

@@ -59,7 +59,6 @@ class ChildSpec(BaseModel):
     trial_draws: list[Draw] = Field(default_factory=list)
     timing_draws: list[Draw] = Field(default_factory=list)
     warmup: int = 3
-    fingerprint_seed: int = 0
     init_seed: int = 0
     isolate: bool = True
     memory_limit_mb: int | None = None

@@ -36,6 +36,8 @@ class PreparedReference:
     trial_outputs: list[list[Any]] = field(default_factory=list)
     trial_digests: list[list[list[float]]] = field(default_factory=list)
     timing_draws: list[Draw] = field(default_factory=list)
+    print_seeds: list[int] = field(default_factory=list)
+    """Seed of the positions checked in each timed output: secret until that call has returned."""
     timing_prints: list[tuple[list[list[float]], list[list[float]]] | None] = field(default_factory=list)
     reference_mutates_inputs: bool = False
     output_nbytes: int = 0
@@ -116,7 +118,7 @@ def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
 
 def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
-    atol: float, rtol: float, perturb: bool = True,
+    atol: float, rtol: float, print_seed: int = 0, perturb: bool = True,
 ) -> tuple[PreparedReference, torch.nn.Module]:
     """Write the init file for a child and compute what the parent judges with.
 
@@ -135,11 +137,12 @@ def prepare(
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
     prepared.timing_draws = timing_draws(seed, timed_calls)
+    prepared.print_seeds = [print_seed + 1000 * k for k in range(timed_calls)]
     for k, planned in enumerate(prepared.timing_draws):
         inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device)
         outputs = _run(model, inputs)
         prepared.timing_prints.append(
-            fingerprint_bounds(outputs, seed + 1000 * k, atol, rtol) if _all_finite(outputs) else None
+            fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol) if _all_finite(outputs) else None
         )
     return prepared, model
 

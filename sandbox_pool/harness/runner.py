@@ -146,13 +146,20 @@ class ChildProcess:
         except OSError:
             pass  # the child is gone; receive() reports how
 
+    def reply(self, **message: Any) -> None:
+        """A message to the child while it runs (it waits for it)."""
+        try:
+            self._conn.send_bytes(json.dumps(message).encode())
+        except OSError:
+            pass  # the child is gone; receive() reports how
+
     async def receive(self, deadline: float) -> dict[str, Any]:
         """Next message; ChildTimeout past `deadline` (monotonic), ChildEnded if the child is gone."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChildTimeout
-            if not await asyncio.to_thread(self._conn.poll, min(left, 0.5)):
+            if not await self._readable(min(left, 0.5)):
                 continue
             try:
                 raw = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
@@ -164,6 +171,22 @@ class ChildProcess:
                 continue
             if isinstance(message, dict):
                 return message
+
+    async def _readable(self, timeout: float) -> bool:
+        """Wait until the pipe has data, on the event loop (a message costs no thread hop)."""
+        if self._conn.poll(0):
+            return True
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        fd = self._conn.fileno()
+        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await asyncio.wait_for(ready, timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            loop.remove_reader(fd)
 
     def kill(self) -> None:
         """Kill the child and everything in its session."""

@@ -185,6 +185,14 @@ class Child:
             self.send(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
                       violations=list(self.guard.violations) if self.guard else [])
 
+    def report_fingerprint(self, k: int, outputs: list[Any], bad_types: bool) -> None:
+        """The output of timed call k at positions the parent reveals only now that the call is over
+        (no candidate code runs until the next call), so no positions can be singled out beforehand."""
+        self.send(event="timed", k=k)
+        reply = json.loads(self.conn.recv_bytes(1 << 16))
+        seed = int(reply["print_seed"])
+        self.send(event="print", k=k, fingerprint=[] if bad_types else fingerprint(outputs, seed))
+
     def run_timing(self, model: Any, trials: list[list[Any]], timer: Timer) -> None:
         planned = self.spec.timing_draws
         if not planned:
@@ -199,7 +207,7 @@ class Child:
                 timer.sync()
                 k += 1
             del warm
-            samples, hosts, prints, type_errors = [], [], [], []
+            samples, hosts, type_errors = [], [], []
             wall0 = timer_now()
             for k, draw_k in enumerate(planned):
                 inputs = self.draw(draw_k)  # fresh inputs for every timed call, drawn outside the timed window
@@ -209,12 +217,13 @@ class Child:
                 hosts.append(host_us)
                 outputs = flatten_outputs(out)
                 type_errors += self.check_types(outputs)
-                prints.append(fingerprint(outputs, self.spec.fingerprint_seed + 1000 * k) if not type_errors else [])
+                if self.spec.role == "candidate":
+                    self.report_fingerprint(k, outputs, bool(type_errors))
                 del inputs, out, outputs
             wall_s = timer_now() - wall0
         except Exception as exc:
             self.fail("timing", exc)
-        self.send(event="timing", samples_us=samples, host_us=hosts, fingerprints=prints, wall_s=wall_s,
+        self.send(event="timing", samples_us=samples, host_us=hosts, wall_s=wall_s,
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
                   host_fallbacks=timer.host_fallbacks,
                   violations=list(self.guard.violations) if self.guard else [])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -10,8 +12,10 @@ from cuda_agent.sandbox_pool.harness.compare import compare_outputs
 from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 
-from conftest import PROBLEM
 from test_hacks import HONEST, model_new
+
+# Read directly: several test folders have a `conftest` module, so `from conftest import` is ambiguous.
+PROBLEM = (Path(__file__).parent / "candidates" / "problem_scale_bias.py").read_text()
 
 
 def test_honest_candidate_is_correct_and_timed(evaluate_cpu) -> None:
@@ -165,3 +169,14 @@ def test_draws_are_reproducible_while_other_threads_draw() -> None:
     for t in threads:
         t.join()
     assert not mismatches
+
+
+def test_the_child_never_holds_the_positions_of_timed_checks_in_advance(evaluate_cpu) -> None:
+    # Timed outputs are checked at positions revealed one call at a time, after that call
+    # returned: nothing in the child's spec (or its memory) says where the next check looks.
+    from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
+
+    assert not any("print" in name or "fingerprint" in name for name in ChildSpec.model_fields)
+    result = evaluate_cpu(HONEST, profile=True, timed_calls=7)
+    assert result.status is EvalStatus.OK, result.error
+    assert len(result.timings["candidate"].samples_us) == 7
