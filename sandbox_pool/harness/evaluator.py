@@ -29,6 +29,7 @@ from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
+from cuda_agent.sandbox_pool.harness.clock import too_fast
 from cuda_agent.sandbox_pool.harness.compare import compare_outputs, fingerprint_mismatch
 from cuda_agent.sandbox_pool.harness.models import (
     EvalJob,
@@ -285,11 +286,13 @@ class _CandidateSession:
         self._events: list[tuple[str, float]] = []
         self.prints_asked: set[int] = set()
         self.prints_checked: set[int] = set()
+        self.child: ChildProcess | None = None
 
     def marks_since(self, t0: float) -> list[tuple[str, float]]:
         return self.marks + [(name, at - t0) for name, at in self._events]
 
     async def run(self, verify: StageOutcome, child: ChildProcess) -> bool:
+        self.child = child
         deadline = time.monotonic() + self.run_.opts.run_timeout_s
         try:
             while True:
@@ -419,11 +422,19 @@ class _CandidateSession:
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
         stats = timing_stats([float(s) for s in message["samples_us"]])
+        assert self.child is not None
+        self.child.clock.drain()
+        bound = self.child.clock.bound()
+        if bound is not None and too_fast(stats.median_us, bound):
+            return self.timing_violation(
+                f"the reported time ({stats.median_us:.1f} us per call) is far below what was observed from outside "
+                f"the candidate's process ({bound[0]:.1f} us per call): the timer was tampered with or work was hidden")
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
         profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs; median {stats.median_us:.1f} us; "
                        f"host floor {message.get('host_floor_us', 0):.1f} us; timed by the host clock: "
-                       f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}")
+                       f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}; outside-process bound: "
+                       + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable"))
         return True
 
 

@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from cuda_agent.errors import InfraError, WorkerCrashedError
+from cuda_agent.sandbox_pool.harness import clock
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
 
 MAX_MESSAGE_BYTES = 64 << 20
@@ -75,12 +76,12 @@ class Zygote:
             raise WorkerCrashedError("the evaluation zygote died")
         return json.loads(data)
 
-    def spawn(self, spec_json: str, fd: int) -> int:
-        """Fork a child that runs `spec_json` on pipe `fd`; returns its pid."""
+    def spawn(self, spec_json: str, fd: int, clock_fd: int) -> int:
+        """Fork a child that runs `spec_json` on pipe `fd` (stamps on `clock_fd`); returns its pid."""
         self.start()
         with self._lock:
             assert self._ctrl is not None
-            socket.send_fds(self._ctrl, [spec_json.encode()], [fd])
+            socket.send_fds(self._ctrl, [spec_json.encode()], [fd, clock_fd])
             while True:
                 message = self._read(60)
                 if message is None:
@@ -131,13 +132,16 @@ class ChildProcess:
 
     def __init__(self, zygote: Zygote, spec: ChildSpec) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        clock_ours, clock_theirs = clock.pair()
         self._zygote = zygote
         self._conn = Connection(os.dup(ours.fileno()))
+        self.clock = clock.OutsideClock(clock_ours)
         ours.close()
         try:
-            self.pid = zygote.spawn(spec.model_dump_json(), theirs.fileno())
+            self.pid = zygote.spawn(spec.model_dump_json(), theirs.fileno(), clock_theirs.fileno())
         finally:
             theirs.close()
+            clock_theirs.close()
 
     def go(self, **counts: int) -> None:
         """Tell the child its inputs are ready (it waits after `ready`)."""
@@ -161,6 +165,7 @@ class ChildProcess:
                 raise ChildTimeout
             if not await self._readable(min(left, 0.5)):
                 continue
+            self.clock.drain()  # keep the stamps' socket empty (the child never blocks on it)
             try:
                 raw = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
             except (EOFError, OSError):
@@ -196,6 +201,7 @@ class ChildProcess:
             except (ProcessLookupError, PermissionError):
                 pass
         self._conn.close()
+        self.clock.close()
 
 
 def describe_exit(exitcode: int | None) -> str:

@@ -21,6 +21,7 @@ import torch
 from cuda_agent.sandbox_pool.harness.child.guard import ComputeGuard
 from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
+from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.inputs import digest, draw
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
@@ -36,9 +37,10 @@ class _Stop(Exception):
 
 
 class Child:
-    def __init__(self, spec: ChildSpec, conn: Any) -> None:
+    def __init__(self, spec: ChildSpec, conn: Any, stamps: Any = None) -> None:
         self.spec = spec
         self.conn = conn
+        self.stamps = stamps  # the outside clock's socket (clock.py)
         self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
         self.guard: ComputeGuard | None = None
         self.problem: types.ModuleType | None = None
@@ -185,6 +187,15 @@ class Child:
             self.send(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
                       violations=list(self.guard.violations) if self.guard else [])
 
+    def time_null_calls(self, timer: Timer) -> None:
+        """The timing protocol's own cost seen from outside, measured before any candidate code exists."""
+        if self.spec.role != "candidate":
+            return
+        for k in range(NULL_CALLS):
+            mark(self.stamps, "s", "n", k)
+            timer.time_call(lambda: None, [])
+            mark(self.stamps, "e", "n", k)
+
     def report_fingerprint(self, k: int, outputs: list[Any], bad_types: bool) -> None:
         """The output of timed call k at positions the parent reveals only now that the call is over
         (no candidate code runs until the next call), so no positions can be singled out beforehand."""
@@ -212,7 +223,9 @@ class Child:
             for k, draw_k in enumerate(planned):
                 inputs = self.draw(draw_k)  # fresh inputs for every timed call, drawn outside the timed window
                 self.poison()
+                mark(self.stamps, "s", "c", k)
                 out, t_us, host_us = timer.time_call(lambda *x: self.call(model, list(x)), inputs)
+                mark(self.stamps, "e", "c", k)
                 samples.append(t_us)
                 hosts.append(host_us)
                 outputs = flatten_outputs(out)
@@ -229,7 +242,7 @@ class Child:
                   violations=list(self.guard.violations) if self.guard else [])
 
 
-def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro") -> None:
+def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any = None) -> None:
     """Target of the child process."""
     spec = ChildSpec.model_validate_json(spec_json)
     # Anything torch or the toolchain writes goes to the private work folder (the rest of the
@@ -237,7 +250,7 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro") -> None:
     os.environ["TMPDIR"] = spec.work_dir
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(spec.work_dir, "inductor")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(spec.work_dir, "triton")
-    child = Child(spec, conn)
+    child = Child(spec, conn, stamps)
     try:
         try:
             isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,
@@ -247,6 +260,7 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro") -> None:
             torch.backends.cuda.matmul.allow_tf32 = spec.tf32
             torch.backends.cudnn.allow_tf32 = spec.tf32
             timer = Timer(child.device if spec.device == "cuda" else "cpu")
+            child.time_null_calls(timer)
         except Exception as exc:  # before any candidate code: the harness's own failure
             child.fail("setup", exc)
         child.send(event="ready", isolation=isolation, pid=os.getpid())

@@ -53,7 +53,7 @@ def serve(ctrl: socket.socket, cuda: bool) -> None:
     ctrl.send(json.dumps({"ready": True, "level": level, "probe": tried}).encode())
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 1)
+            data, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 2)
         except InterruptedError:
             continue
         if not data:
@@ -62,7 +62,8 @@ def serve(ctrl: socket.socket, cuda: bool) -> None:
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctrl.close()
-            child_main.child_entry(Connection(fds[0]), data.decode(), level)
+            stamps = socket.socket(fileno=fds[1]) if len(fds) > 1 else None
+            child_main.child_entry(Connection(fds[0]), data.decode(), level, stamps)
             os._exit(0)
         for fd in fds:
             os.close(fd)

@@ -1,0 +1,50 @@
+"""The outside-the-process bound on timed calls (harness/clock.py)."""
+
+from __future__ import annotations
+
+import time
+
+from cuda_agent.sandbox_pool.harness import clock
+
+
+def _stamp_calls(child_end, kind: str, seconds: list[float]) -> None:
+    for k, s in enumerate(seconds):
+        clock.mark(child_end, "s", kind, k)
+        time.sleep(s)
+        clock.mark(child_end, "e", kind, k)
+
+
+def test_kernel_send_times_bound_the_calls_whatever_the_reader_does() -> None:
+    ours, theirs = clock.pair()
+    outside = clock.OutsideClock(ours)
+    _stamp_calls(theirs, "n", [0.001] * clock.NULL_CALLS)
+    _stamp_calls(theirs, "c", [0.021] * 5)
+    time.sleep(0.2)  # a late reader: the stamps are the send times, not the read times
+    outside.drain()
+    bound = outside.bound()
+    assert bound is not None
+    calls_us, floor_us = bound
+    assert 1_000 <= floor_us < 10_000
+    assert 15_000 <= calls_us < 60_000
+    assert clock.too_fast(1_000.0, bound)  # a timer that claims 1 ms for ~20 ms calls
+    assert not clock.too_fast(20_000.0, bound)
+    outside.close()
+    theirs.close()
+
+
+def test_no_bound_without_null_calls() -> None:
+    ours, theirs = clock.pair()
+    outside = clock.OutsideClock(ours)
+    _stamp_calls(theirs, "c", [0.001] * 3)
+    outside.drain()
+    assert outside.bound() is None  # the check is skipped, never guessed
+    outside.close()
+    theirs.close()
+
+
+def test_honest_evaluations_report_the_outside_bound(evaluate_cpu) -> None:
+    from test_hacks import HONEST
+
+    result = evaluate_cpu(HONEST, profile=True, timed_calls=5)
+    assert result.correct and "outside-process bound: " in result.stages["profile"].log
+    assert "unavailable" not in result.stages["profile"].log
