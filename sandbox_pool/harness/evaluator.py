@@ -64,7 +64,6 @@ class EvaluatorConfig(BaseModel):
     cache_dir: Path | None = Field(None, description="Compile and baseline cache; default $CUDA_AGENT_CACHE or ~/.cache/cuda_agent.")
     isolate: bool = Field(True, description="Run candidates in a user+network namespace.")
     cpu_memory_limit_mb: int = Field(16384, description="Address-space limit of a CPU candidate child.")
-
     baseline_timeout_s: float = Field(900.0, description="Limit for measuring one baseline (torch.compile included).")
 
 
@@ -221,20 +220,17 @@ class _Run:
         # The child starts (fork, hardening, CUDA context) while the reference is prepared.
         child = ChildProcess(self.ev.zygote, spec)
         try:
-            prepared, _ = await asyncio.to_thread(
+            prepared = await asyncio.to_thread(
                 prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
                 timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol,
                 print_seed=secrets.randbits(62))  # never sent before the timed call it is for
         except BaseException:
             child.kill()
             raise
-        go = {"trial_draws": [d.model_dump() for d in prepared.trial_draws],
-              "timing_draws": [d.model_dump() for d in prepared.timing_draws],
-              "poison_bytes": prepared.output_nbytes}
-        spec = ChildSpec.model_validate({**spec.model_dump(), **go})
-        child.go(**go)
+        child.go(trial_draws=[d.model_dump() for d in prepared.trial_draws],
+                 timing_draws=[d.model_dump() for d in prepared.timing_draws], poison_bytes=prepared.output_nbytes)
         verify = self.stage("verify", ok=None)
-        session = _CandidateSession(self, spec, prepared, work)
+        session = _CandidateSession(self, prepared, work)
         session.marks.append(("reference prepared", time.monotonic() - t0))
         ok = await session.run(verify, child)
         verify.duration_s = time.monotonic() - t0
@@ -276,10 +272,9 @@ def _fast_tmp() -> str | None:
 class _CandidateSession:
     """Drives one candidate child through verification and timing, judging each message."""
 
-    def __init__(self, run: _Run, spec: ChildSpec, prepared: PreparedReference, work: str) -> None:
+    def __init__(self, run: _Run, prepared: PreparedReference, work: str) -> None:
         self.run_ = run
         self.result = run.result
-        self.spec = spec
         self.prepared = prepared
         self.work = work
         self.marks: list[tuple[str, float]] = []
@@ -381,12 +376,12 @@ class _CandidateSession:
             verify.log = f"trial {k} ({dist} inputs): {mismatch}"
             fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
             return False
-        trials = len(self.spec.trial_draws)
+        trials = len(self.prepared.trial_draws)
         if k == trials - 1:
             verify.ok = True
             self.result.correct = True
             verify.log = (verify.log + f"\n{trials}/{trials} trials match").strip()
-            if not self.spec.timing_draws:
+            if not self.prepared.timing_draws:
                 return True
         return None
 

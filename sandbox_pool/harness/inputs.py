@@ -74,10 +74,6 @@ def correctness_plan(trials: int) -> list[str]:
     return [DISTRIBUTIONS[i % len(DISTRIBUTIONS)] for i in range(trials)]
 
 
-def to_device(values: list[Any], device: str) -> list[Any]:
-    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
-
-
 def nbytes(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 

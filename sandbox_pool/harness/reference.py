@@ -118,12 +118,9 @@ def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
 
 def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
-    atol: float, rtol: float, print_seed: int = 0, perturb: bool = True,
-) -> tuple[PreparedReference, torch.nn.Module]:
-    """Write the init file for a child and compute what the parent judges with.
-
-    Returns (prepared, reference model on `device`).
-    """
+    atol: float, rtol: float, print_seed: int, perturb: bool = True,
+) -> PreparedReference:
+    """Write the init file for a child and compute what the parent judges with."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
@@ -144,7 +141,7 @@ def prepare(
         prepared.timing_prints.append(
             fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol) if _all_finite(outputs) else None
         )
-    return prepared, model
+    return prepared
 
 
 def _finite_draw(problem: Problem, model: Any, device: str, distribution: str,

@@ -143,12 +143,9 @@ class ChildProcess:
             theirs.close()
             clock_theirs.close()
 
-    def go(self, **counts: int) -> None:
-        """Tell the child its inputs are ready (it waits after `ready`)."""
-        try:
-            self._conn.send_bytes(json.dumps({"go": True, **counts}).encode())
-        except OSError:
-            pass  # the child is gone; receive() reports how
+    def go(self, **draws: Any) -> None:
+        """Tell the child its draws (it waits for them after `ready`)."""
+        self.reply(go=True, **draws)
 
     def reply(self, **message: Any) -> None:
         """A message to the child while it runs (it waits for it)."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
 import os
 import sys
+import time
 import traceback
 import types
 from typing import Any
@@ -78,9 +78,6 @@ class Child:
 
     def load(self, name: str) -> Any:
         return torch.load(os.path.join(self.spec.work_dir, name), weights_only=True, map_location="cpu")
-
-    def to_device(self, values: list[Any]) -> list[Any]:
-        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     # -- building the model -------------------------------------------------------------
     def build(self) -> Any:

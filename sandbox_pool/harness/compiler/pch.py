@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 from pathlib import Path
 
 from filelock import FileLock
@@ -33,6 +34,15 @@ def pch_header_text(device: str) -> str:
     return "#pragma once\n" + "".join(f"#include {h}\n" for h in headers)
 
 
+_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
+def _process_lock(folder: str) -> threading.Lock:
+    with _PROCESS_LOCKS_GUARD:
+        return _PROCESS_LOCKS.setdefault(folder, threading.Lock())
+
+
 async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, timeout_s: float,
                      text: str | None = None) -> Path | None:
     """Path of the PCH header to `-include`, building it if needed; None if it cannot be built.
@@ -46,9 +56,21 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
     if gch.exists():
         return header
     folder.mkdir(parents=True, exist_ok=True)
+    # Builds of one process queue on a thread lock first: filelock refuses (as a deadlock) a
+    # second instance of a held lock in the same thread, and to_thread reuses threads.
     # thread_local=False: the lock is taken in a worker thread and may be released elsewhere.
+    local = _process_lock(str(folder))
     lock = FileLock(str(folder / ".lock"), thread_local=False)
-    await asyncio.to_thread(lock.acquire)
+
+    def acquire() -> None:
+        local.acquire()
+        try:
+            lock.acquire()
+        except BaseException:
+            local.release()
+            raise
+
+    await asyncio.to_thread(acquire)
     try:
         if gch.exists():
             return header
@@ -75,3 +97,4 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
         return header
     finally:
         lock.release()
+        local.release()

@@ -127,3 +127,18 @@ def test_units_the_glue_cannot_build_use_the_real_headers(cache: Path) -> None:
     _run_with(result.so_path, "assert ext.length([1, 2, 3]) == 3")
     again = _build(NEEDS_REAL_PYBIND, cache)
     assert again.cached and again.units_compiled == 0
+
+
+def test_concurrent_builds_of_one_precompiled_header(tmp_path: Path) -> None:
+    # Two compile slots of one pool often need the same (new) header at once; filelock used to
+    # refuse the second as a deadlock when the worker thread that held the first was reused.
+    from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
+
+    async def build_all():
+        return await asyncio.gather(*(
+            ensure_pch(tmp_path, "g++", ["-std=c++17"], "cpu", 60, text="#pragma once\n#include <vector>\n")
+            for _ in range(4)))
+
+    headers = asyncio.run(build_all())
+    assert len(set(headers)) == 1 and headers[0] is not None
+    assert Path(str(headers[0]) + ".gch").exists()

@@ -25,29 +25,20 @@ struct From<at::Tensor> {
   }
 };
 
+// Scalars follow pybind11: an int parameter takes a Python int (or bool), a float one an int or
+// a float, a bool one only a bool.
 template <class T>
-struct From<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+struct From<T, std::enable_if_t<std::is_arithmetic_v<T>>> {
   static T get(const Value& v) {
-    if (v.kind == Value::Int) return static_cast<T>(v.i);
-    if (v.kind == Value::Bool) return static_cast<T>(v.b);
-    throw ArgMismatch("expected an int");
-  }
-};
-
-template <class T>
-struct From<T, std::enable_if_t<std::is_floating_point_v<T>>> {
-  static T get(const Value& v) {
-    if (v.kind == Value::Double) return static_cast<T>(v.d);
-    if (v.kind == Value::Int) return static_cast<T>(v.i);
-    throw ArgMismatch("expected a float");
-  }
-};
-
-template <>
-struct From<bool> {
-  static bool get(const Value& v) {
-    if (v.kind != Value::Bool) throw ArgMismatch("expected a bool");
-    return v.b;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (v.kind == Value::Bool) return v.b;
+      throw ArgMismatch("expected a bool");
+    } else {
+      if (v.kind == Value::Int) return static_cast<T>(v.i);
+      if (std::is_integral_v<T> && v.kind == Value::Bool) return static_cast<T>(v.b);
+      if (std::is_floating_point_v<T> && v.kind == Value::Double) return static_cast<T>(v.d);
+      throw ArgMismatch(std::is_integral_v<T> ? "expected an int" : "expected a float");
+    }
   }
 };
 
@@ -92,31 +83,19 @@ struct To<at::Tensor> {
 };
 
 template <class T>
-struct To<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+struct To<T, std::enable_if_t<std::is_arithmetic_v<T>>> {
   static Value make(T x) {
     Value v;
-    v.kind = Value::Int;
-    v.i = static_cast<int64_t>(x);
-    return v;
-  }
-};
-
-template <class T>
-struct To<T, std::enable_if_t<std::is_floating_point_v<T>>> {
-  static Value make(T x) {
-    Value v;
-    v.kind = Value::Double;
-    v.d = static_cast<double>(x);
-    return v;
-  }
-};
-
-template <>
-struct To<bool> {
-  static Value make(bool x) {
-    Value v;
-    v.kind = Value::Bool;
-    v.b = x;
+    if constexpr (std::is_same_v<T, bool>) {
+      v.kind = Value::Bool;
+      v.b = x;
+    } else if constexpr (std::is_integral_v<T>) {
+      v.kind = Value::Int;
+      v.i = static_cast<int64_t>(x);
+    } else {
+      v.kind = Value::Double;
+      v.d = static_cast<double>(x);
+    }
     return v;
   }
 };
