@@ -29,7 +29,8 @@ async def evaluate(job: EvalJob, *, pool_address: str | None, timeout_s: float) 
             async with connect_pool(pool_address) as pool:
                 return await pool.evaluate(job, timeout_s=timeout_s)
         pool = await _EMBEDDED.get(job.device)
-        return await asyncio.wait_for(pool.evaluate(job, timeout_s=timeout_s), timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return await pool.evaluate(job, timeout_s=timeout_s)
     except (InfraError, PoolError, TimeoutError) as exc:
         logger.warning("evaluation of task %s failed in the infrastructure: %r", job.task_id, exc)
         return infra_failure_result(job, exc)

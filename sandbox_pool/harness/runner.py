@@ -183,9 +183,10 @@ class ChildProcess:
         fd = self._conn.fileno()
         loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
         try:
-            await asyncio.wait_for(ready, timeout)
+            async with asyncio.timeout(timeout):
+                await ready
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             loop.remove_reader(fd)

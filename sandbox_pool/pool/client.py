@@ -66,7 +66,8 @@ class PoolClient(Pool):
         try:
             writer.write(request.model_dump_json().encode() + b"\n")
             await writer.drain()
-            line = await asyncio.wait_for(reader.readline(), read_timeout_s)
+            async with asyncio.timeout(read_timeout_s):
+                line = await reader.readline()
         except TimeoutError:
             raise PoolTimeoutError(f"the pool at {self.path} did not answer within {read_timeout_s:.0f} s") from None
         except (ConnectionError, asyncio.LimitOverrunError, ValueError) as exc:
@@ -82,8 +83,8 @@ class PoolClient(Pool):
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
-            return await asyncio.wait_for(
-                asyncio.open_unix_connection(str(self.path), limit=MAX_LINE_BYTES), self.connect_timeout_s)
+            async with asyncio.timeout(self.connect_timeout_s):
+                return await asyncio.open_unix_connection(str(self.path), limit=MAX_LINE_BYTES)
         except (OSError, TimeoutError) as exc:
             raise PoolUnreachableError(
                 f"no pool answers at {self.path} ({exc}); start one with `cuda-agent pool serve` "

@@ -237,7 +237,8 @@ class RayPoolClient(Pool):
         await self.start()
         assert self._actor is not None
         try:
-            response = await asyncio.wait_for(_ask_raw(self._actor, request), wait_s)
+            async with asyncio.timeout(wait_s):
+                response = await _ask_raw(self._actor, request)
         except TimeoutError:
             raise PoolTimeoutError(f"the Ray pool {self.name!r} did not answer within {wait_s:.0f} s") from None
         if not response.ok:

@@ -94,7 +94,8 @@ class JobBook:
     async def wait(self, ticket: Ticket) -> EvalResult:
         """The ticket's result; `PoolTimeoutError` past its deadline (the job is withdrawn)."""
         try:
-            result = await asyncio.wait_for(asyncio.shield(ticket.future), ticket.remaining_s())
+            async with asyncio.timeout(ticket.remaining_s()):
+                result = await asyncio.shield(ticket.future)
         except TimeoutError:
             stage = ticket.stage
             self.withdraw(ticket)

@@ -125,9 +125,8 @@ class DockerSandbox(WorkspaceFileMethods, TerminalSandbox):
         else:
             source = self._check_workspace(Path(self.workspace))
         try:
-            self.container_id = await asyncio.wait_for(
-                self._call(self._create_container, source), self.config.start_timeout_s
-            )
+            async with asyncio.timeout(self.config.start_timeout_s):
+                self.container_id = await self._call(self._create_container, source)
         except TimeoutError as exc:
             raise SandboxError(f"sandbox container did not start within {self.config.start_timeout_s} s") from exc
         if not self.slot_mode:
@@ -268,7 +267,8 @@ class DockerSandbox(WorkspaceFileMethods, TerminalSandbox):
         done = asyncio.ensure_future(self._call(self._api.exec_start, exec_id))
         timed_out = False
         try:
-            await asyncio.wait_for(asyncio.shield(done), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(done)
         except asyncio.CancelledError:  # the command must not outlive its caller
             killer = asyncio.ensure_future(self._kill_group(stem))
             self._killers.add(killer)
@@ -278,7 +278,8 @@ class DockerSandbox(WorkspaceFileMethods, TerminalSandbox):
             timed_out = True
             await self._kill_group(stem)
             try:
-                await asyncio.wait_for(done, 30)
+                async with asyncio.timeout(30):
+                    await done
             except TimeoutError as exc:
                 raise SandboxTimeoutError(f"command still running 30 s after it was killed: {command[:200]}") from exc
         duration = time.monotonic() - started

@@ -132,7 +132,8 @@ class LocalSandbox(WorkspaceFileMethods, TerminalSandbox):
             stderr=asyncio.subprocess.PIPE, start_new_session=True, env=self.env,
         )
         try:
-            line = await asyncio.wait_for(holder.stdout.readline(), 60)
+            async with asyncio.timeout(60):
+                line = await holder.stdout.readline()
         except TimeoutError:
             line = b""
         if line.strip() != b"ready":
@@ -211,7 +212,8 @@ class LocalSandbox(WorkspaceFileMethods, TerminalSandbox):
         proc, out, err = await self._spawn(command, self._stem("cmd"))
         timed_out = False
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await proc.wait()
         except TimeoutError:
             timed_out = True
             _kill_group(proc)
@@ -296,13 +298,15 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 async def _reap(proc: asyncio.subprocess.Process, timeout_s: float = 10.0) -> None:
     """Wait for a killed process, killing it directly if its group kill missed it."""
     try:
-        await asyncio.wait_for(proc.wait(), timeout_s)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout_s):
+            await proc.wait()
+    except TimeoutError:
         try:
             proc.kill()
         except ProcessLookupError:
             return
         try:
-            await asyncio.wait_for(proc.wait(), timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout_s):
+                await proc.wait()
+        except TimeoutError:
             logger.warning("process %s did not exit after SIGKILL", proc.pid)

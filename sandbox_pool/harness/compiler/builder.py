@@ -214,8 +214,9 @@ class _Build:
             start_new_session=True, env=_compiler_env(cwd),
         )
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), self.remaining())
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.remaining()):
+                out, _ = await proc.communicate()
+        except TimeoutError:
             _kill_group(proc)
             await proc.wait()
             raise _CompileFailed("compile timed out", timed_out=True) from None

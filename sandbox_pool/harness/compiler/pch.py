@@ -81,8 +81,9 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         try:
-            _, err = await asyncio.wait_for(proc.communicate(), timeout_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout_s):
+                _, err = await proc.communicate()
+        except TimeoutError:
             proc.kill()
             await proc.wait()
             logger.warning("precompiled header build timed out; compiling without it")
