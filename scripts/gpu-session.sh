@@ -4,10 +4,12 @@
 #   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
 #   data    data pipeline: compose + filter --count tasks, recheck (issue 6), on the last GPU,
 #           in parallel with tests+bench when there are two GPUs                      -> data.tgz, data.log
-#   pool1   pool throughput, 16 submitters, one GPU (issue 3); on the last GPU, in parallel
-#           with tests+bench when there are two GPUs                                  -> pool_1gpu.json/.log
-#   pool2   the same on two GPUs (after everything else)                              -> pool_2gpu.json/.log
-# Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 bash scripts/gpu-session.sh
+#   pool1   pool throughput, 16 submitters, one GPU (issue 3), on the last GPU        -> pool_1gpu.json/.log
+#   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
+#   pool2   the same on two GPUs, a worker process per GPU (the default)              -> pool_2gpu.json/.log
+#   pool2in control: two GPUs with both workers in one process                        -> pool_2gpu_in_process.json/.log
+# The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
+# Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
 OUT="${OUT:-$(mktemp -d)}"; PHASES="${PHASES:-tests bench data pool1 pool2}"
 source scripts/gpu-env.sh
@@ -24,20 +26,20 @@ data_phase() {
   tar -C /tmp -czf "$OUT/data.tgz" --exclude='*.so' data_run 2>/dev/null
   stamp "data: done"
 }
-pool_phase() {  # pool_phase <gpus: 1|2>
-  local devices=0 jobs=${POOL_JOBS:-48}
-  if [ "$1" = 1 ]; then devices=$LAST; else devices=0,1; jobs=$((2 * jobs)); fi
-  stamp "pool: $1 GPU(s) ($devices)"
+pool_phase() {  # pool_phase <gpus: 1|2> [name suffix] [bench_pool args...]
+  local gpus=$1 name="pool_$1gpu${2:-}" devices=0 jobs=${POOL_JOBS:-48}; shift; shift
+  if [ "$gpus" = 1 ]; then devices=$LAST; else devices=0,1; jobs=$((2 * jobs)); fi
+  stamp "$name: $gpus GPU(s) ($devices) $*"
   python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$devices" --submitters 16 --jobs "$jobs" \
-    --out "$OUT/pool_$1gpu.json" >"$OUT/pool_$1gpu.log" 2>&1
-  stamp "pool: $1 GPU(s) done"; tail -8 "$OUT/pool_$1gpu.log"
+    --out "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1
+  stamp "$name done"; grep -E '"(evaluations_per_min|busy_fraction|worker_processes)"' "$OUT/$name.log"
 }
 if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
-if has pool1 && [ "$GPUS" -ge 2 ] && ! has data; then pool_phase 1 & pool_pid=$!; fi
 
 if has tests; then
   stamp "tests"
-  CUDA_VISIBLE_DEVICES=0 timeout "${TESTS_TIMEOUT:-420}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
+  # Every GPU (the two-GPU pool test needs two), except the one the data phase is using.
+  CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-420}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
     ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
   status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
 fi
@@ -50,9 +52,9 @@ if has data; then
   if [ -n "${data_pid:-}" ]; then wait "$data_pid"; else data_phase; fi
   tail -25 "$OUT/data.log"
 fi
-if has pool1; then
-  if [ -n "${pool_pid:-}" ]; then wait "$pool_pid"; else pool_phase 1; fi
-fi
-if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2; fi
+if has pool1; then pool_phase 1 ""; fi
+if has pool1p; then pool_phase 1 _process --worker-processes yes; fi
+if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2 ""; fi
+if has pool2in && [ "$GPUS" -ge 2 ]; then pool_phase 2 _in_process --worker-processes no; fi
 stamp "end"
 exit "$status"

@@ -67,8 +67,10 @@ async def submitter(pool, jobs: collections.deque, rows: list[dict]) -> None:
         while True:
             try:
                 result = await pool.evaluate(job)
+                verify = result.stages.get("verify")
                 rows.append({"latency_s": time.monotonic() - t0, "status": result.status.value,
-                             "wall_s": result.wall_s, "stages": {k: v.duration_s or 0.0 for k, v in result.stages.items()}})
+                             "wall_s": result.wall_s, "stages": {k: v.duration_s or 0.0 for k, v in result.stages.items()},
+                             "phases": verify.log.splitlines()[-1] if verify and verify.log else ""})
                 break
             except PoolOverloadedError:
                 await asyncio.sleep(0.5)  # back-pressure: retry later
@@ -92,7 +94,8 @@ async def run(args: argparse.Namespace) -> dict:
     if not args.address:
         devices = [int(d) for d in args.devices.split(",")] if args.devices else None
         config = LocalPoolConfig(device=args.device, devices=devices, cpu_workers=args.cpu_workers,
-                                 compile_workers=args.compile_workers, max_pending_jobs=max(64, 2 * args.submitters))
+                                 compile_workers=args.compile_workers, max_pending_jobs=max(64, 2 * args.submitters),
+                                 worker_processes={"auto": None, "yes": True, "no": False}[args.worker_processes])
     async with connect_pool(args.address, config=config) as pool:
         t0 = time.monotonic()
         warm = await pool.evaluate(next(make_jobs(args, 1, "warmup")))
@@ -110,6 +113,7 @@ async def run(args: argparse.Namespace) -> dict:
     workers = max(1, len(after.workers))
     return {
         "device": args.device, "address": args.address or "embedded", "workers": [w.name for w in after.workers],
+        "worker_processes": None if args.address else config.uses_worker_processes(),
         "submitters": args.submitters, "jobs": len(rows), "fresh_kernels": args.fresh_kernels,
         "timed_calls": args.timed_calls, "warmup_s": round(warmup_s, 2), "wall_s": round(wall, 2),
         "evaluations_per_min": round(60 * len(rows) / wall, 2),
@@ -121,6 +125,8 @@ async def run(args: argparse.Namespace) -> dict:
                          **{f"median_{stage}": median([r["stages"][stage] for r in rows if stage in r.get("stages", {})])
                             for stage in ("compile", "verify", "baselines")}},
         "rejected_retries": after.rejected - before.rejected,
+        # The verify stage's own timeline of a few evaluations (seconds since the stage began).
+        "sample_phases": [r["phases"] for r in rows[len(rows) // 2:len(rows) // 2 + 3] if r.get("phases")],
     }
 
 
@@ -130,6 +136,8 @@ def main() -> None:
     parser.add_argument("--address", default=None, help="A pool address; default: an embedded LocalPool.")
     parser.add_argument("--devices", default=None, help="GPU indices of the embedded pool, e.g. 0,1.")
     parser.add_argument("--cpu-workers", type=int, default=1)
+    parser.add_argument("--worker-processes", default="auto", choices=["auto", "yes", "no"],
+                        help="Embedded pool: each worker in a process of its own (auto: with several GPUs).")
     parser.add_argument("--compile-workers", type=int, default=8)
     parser.add_argument("--submitters", type=int, default=16)
     parser.add_argument("--jobs", type=int, default=160)

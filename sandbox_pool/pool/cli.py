@@ -27,6 +27,10 @@ def serve(
     backend: str = typer.Option("local", "--backend", help="local (workers in this process) or ray."),
     devices: str | None = typer.Option(None, "--devices", help="GPU indices for local cuda, e.g. 0,1; default all."),
     cpu_workers: int = typer.Option(1, "--cpu-workers", help="Evaluation workers on the cpu device (local)."),
+    worker_processes: bool | None = typer.Option(
+        None, "--worker-processes/--in-process",
+        help="Each evaluation worker in a process of its own, or all in this one (local); default: "
+        "own processes when there are several GPUs."),
     compile_workers: int = typer.Option(2, "--compile-workers", help="Concurrent candidate builds."),
     max_pending: int = typer.Option(256, "--max-pending", help="Back-pressure: jobs admitted and not finished."),
     job_timeout: float = typer.Option(1800.0, "--job-timeout", help="Default deadline of a job, seconds."),
@@ -38,8 +42,8 @@ def serve(
 ) -> None:
     """Start a pool, print its address(es) on stdout, serve until SIGINT / SIGTERM."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    config = _config(backend, device, devices, cpu_workers, compile_workers, max_pending, job_timeout,
-                     recycle_after, ray_name, ray_workers, ray_address)
+    config = _config(backend, device, devices, cpu_workers, worker_processes, compile_workers, max_pending,
+                     job_timeout, recycle_after, ray_name, ray_workers, ray_address)
     from cuda_agent.sandbox_pool.pool.server import default_socket_path
 
     path = socket or default_socket_path()
@@ -50,8 +54,8 @@ def serve(
     asyncio.run(_serve(config.build(), path, int(socket_mode, 8)))
 
 
-def _config(backend: str, device: str, devices: str | None, cpu_workers: int, compile_workers: int,
-            max_pending: int, job_timeout: float, recycle_after: int, ray_name: str, ray_workers: int,
+def _config(backend: str, device: str, devices: str | None, cpu_workers: int, worker_processes: bool | None,
+            compile_workers: int, max_pending: int, job_timeout: float, recycle_after: int, ray_name: str, ray_workers: int,
             ray_address: str | None):
     from pydantic import ValidationError
 
@@ -62,7 +66,8 @@ def _config(backend: str, device: str, devices: str | None, cpu_workers: int, co
     try:
         if backend == "local":
             indices = [int(i) for i in devices.split(",")] if devices else None
-            return LocalPoolConfig(devices=indices, cpu_workers=cpu_workers, **common)
+            return LocalPoolConfig(devices=indices, cpu_workers=cpu_workers, worker_processes=worker_processes,
+                                   **common)
         if backend == "ray":
             return RayPoolConfig(name=ray_name, num_workers=ray_workers, ray_address=ray_address,
                                  num_gpus_per_worker=1.0 if device == "cuda" else 0.0, **common)

@@ -48,6 +48,9 @@ class LocalPoolConfig(_CommonPoolConfig):
         None, description="GPU indices to own, one worker each (cuda); None = every visible GPU. "
         "Ignored on cpu, where `cpu_workers` workers run.")
     cpu_workers: int = Field(1, ge=1, le=64, description="Evaluation workers on the cpu device.")
+    worker_processes: bool | None = Field(
+        None, description="Run each evaluation worker in a process of its own, so workers do not share "
+        "one interpreter lock and event loop; None = yes when there are several GPU workers.")
 
     def worker_devices(self) -> list[int]:
         """Device index of each evaluation worker (GPU index, or the worker number on cpu)."""
@@ -61,6 +64,12 @@ class LocalPoolConfig(_CommonPoolConfig):
         if count == 0:
             raise ConfigError("device='cuda' but no GPU is visible; use device='cpu' or fix CUDA_VISIBLE_DEVICES")
         return list(range(count))
+
+    def uses_worker_processes(self) -> bool:
+        """Whether each worker runs in its own process (`worker_processes`, resolved)."""
+        if self.worker_processes is not None:
+            return self.worker_processes
+        return self.device == "cuda" and len(self.worker_devices()) > 1
 
     @model_validator(mode="after")
     def _check_devices(self) -> "LocalPoolConfig":

@@ -1,7 +1,8 @@
 """`LocalPool`, the embedded pool: a priority queue, compile slots and one worker per device.
 
 A job goes: admission (back-pressure) -> compile queue -> compile slot (CPU) -> evaluation
-queue -> evaluation worker (its device, exclusive) -> result. Both queues serve the highest
+queue -> evaluation worker (its device, exclusive) -> result. Workers run in this process, or
+each in a process of its own (`worker_processes`; by default when there are several GPUs). Both queues serve the highest
 priority first, then the oldest job. The deadline covers the whole path; a job past it is
 withdrawn wherever it is (a running evaluation is cancelled and its worker recycled; a
 running build finishes into the cache) and the caller gets `PoolTimeoutError`.
@@ -16,11 +17,13 @@ from pathlib import Path
 
 from cuda_agent.errors import PoolError
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalResult, EvalStatus
+from cuda_agent.sandbox_pool.harness.compiler import default_cache_dir
 from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
 from cuda_agent.sandbox_pool.pool.compile import prebuild
 from cuda_agent.sandbox_pool.pool.config import LocalPoolConfig
 from cuda_agent.sandbox_pool.pool.tickets import JobBook, TicketQueue, run_step
 from cuda_agent.sandbox_pool.pool.worker import EvalWorker, make_workers, start_all
+from cuda_agent.sandbox_pool.pool.worker_process import ProcessEvalWorker, make_process_workers
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +35,7 @@ class LocalPool(Pool):
         self.config = config or LocalPoolConfig()
         self.address = address
         self.cache_dir: Path | None = None  # the evaluators' cache, known once they exist
-        self.workers: list[EvalWorker] = []
+        self.workers: list[EvalWorker | ProcessEvalWorker] = []
         self.book = JobBook(self.config.max_pending_jobs, self.config.job_timeout_s, self.config.latency_window)
         self._eval_q = TicketQueue()
         self._loops: list[asyncio.Task] = []
@@ -46,16 +49,19 @@ class LocalPool(Pool):
             if self._started_at is not None:
                 return
             cfg = self.config
-            self.workers = make_workers(cfg.device, cfg.worker_devices(), cache_dir=cfg.cache_dir,
-                                        isolate=cfg.isolate, recycle_after_jobs=cfg.recycle_after_jobs)
-            self.cache_dir = self.workers[0].evaluator.cache_dir  # builds land where the evaluators look
+            self.cache_dir = Path(cfg.cache_dir or default_cache_dir())  # builds land where the evaluators look
+            if cfg.uses_worker_processes():
+                self.workers = make_process_workers(cfg, self.cache_dir)
+            else:
+                self.workers = make_workers(cfg.device, cfg.worker_devices(), cache_dir=self.cache_dir,
+                                            isolate=cfg.isolate, recycle_after_jobs=cfg.recycle_after_jobs)
             await start_all(self.workers)
             self._loops = [asyncio.create_task(self._compile_loop(), name=f"pool-compile-{i}")
                            for i in range(cfg.compile_workers)]
             self._loops += [asyncio.create_task(self._eval_loop(w), name=f"pool-{w.name}") for w in self.workers]
             self._started_at = time.monotonic()
-            logger.info("local pool started: %d %s worker(s), %d compile slot(s)",
-                        len(self.workers), cfg.device, cfg.compile_workers)
+            logger.info("local pool started: %d %s worker(s)%s, %d compile slot(s)", len(self.workers), cfg.device,
+                        " in their own processes" if cfg.uses_worker_processes() else "", cfg.compile_workers)
 
     async def close(self) -> None:
         for loop in self._loops:
@@ -92,7 +98,7 @@ class LocalPool(Pool):
             ticket.stage = "eval_queue"
             self._eval_q.put(ticket)
 
-    async def _eval_loop(self, worker: EvalWorker) -> None:
+    async def _eval_loop(self, worker: EvalWorker | ProcessEvalWorker) -> None:
         while True:
             ticket = await self._eval_q.get()
             ticket.stage = "running"

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cuda_agent.sandbox_pool.harness import BuildResult, EvalJob, EvalResult, Evaluator, EvaluatorConfig
 from cuda_agent.sandbox_pool.pool.base import WorkerStatus
 from cuda_agent.sandbox_pool.pool.metrics import BusyClock
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.pool.worker_process import ProcessEvalWorker
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +95,6 @@ def make_workers(device: str, indices: list[int], *, cache_dir: Path | None, iso
     return workers
 
 
-async def start_all(workers: list[EvalWorker]) -> None:
-    """Start every worker's evaluator concurrently."""
+async def start_all(workers: "Sequence[EvalWorker | ProcessEvalWorker]") -> None:
+    """Start every worker concurrently."""
     await asyncio.gather(*(w.start() for w in workers))

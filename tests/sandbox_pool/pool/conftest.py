@@ -1,6 +1,7 @@
 """Fixtures of the pool tests: jobs from the diag_matmul example and a pool per backend.
 
-`make_pool(**config)` builds a pool of the test's backend: `local` (LocalPool), `socket`
+`make_pool(**config)` builds a pool of the test's backend: `local` (LocalPool), `processes`
+(a LocalPool whose worker runs in a process of its own), `socket`
 (a PoolClient talking to a PoolServer over a LocalPool) or `ray` (a RayPool on the session's
 local Ray cluster with declared GPU resources, marked `ray`). The compile and baseline cache
 is one temporary directory per session, so torch.compile baselines are measured once.
@@ -76,7 +77,7 @@ def ray_cluster(pool_cache: Path) -> Iterator[None]:
     ray.shutdown()
 
 
-@pytest.fixture(params=["local", "socket", pytest.param("ray", marks=pytest.mark.ray)])
+@pytest.fixture(params=["local", "processes", "socket", pytest.param("ray", marks=pytest.mark.ray)])
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
@@ -93,8 +94,10 @@ async def make_pool(backend: str, pool_cache: Path) -> AsyncIterator[Callable[..
                 config = RayPoolConfig(name=f"test-pool-{uuid.uuid4().hex[:8]}", num_workers=1,
                                        num_gpus_per_worker=1, cache_dir=pool_cache, **overrides)
                 return await stack.enter_async_context(RayPool(config))
+            if backend == "processes":
+                overrides.setdefault("worker_processes", True)
             local = await stack.enter_async_context(LocalPool(LocalPoolConfig(cache_dir=pool_cache, **overrides)))
-            if backend == "local":
+            if backend in ("local", "processes"):
                 return local
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="pool", dir="/tmp"))
             server = await stack.enter_async_context(PoolServer(local, Path(folder) / "pool.sock"))

@@ -75,14 +75,20 @@ def _job(files: dict[str, str], task_id: str) -> EvalJob:
                    options=EvalOptions(timed_calls=10, run_timeout_s=25, compile_timeout_s=20))
 
 
-def test_faults_are_contained_while_good_jobs_run() -> None:
-    asyncio.run(_faults_are_contained_while_good_jobs_run())  # no pytest-asyncio on the GPU machine
+@pytest.mark.parametrize("devices", [[0], [0, 1]], ids=["one_gpu", "two_gpus_own_processes"])
+def test_faults_are_contained_while_good_jobs_run(devices: list[int]) -> None:
+    import torch
+
+    if torch.cuda.device_count() < len(devices):
+        pytest.skip(f"needs {len(devices)} GPUs")
+    asyncio.run(_faults_are_contained_while_good_jobs_run(devices))  # no pytest-asyncio on the GPU machine
 
 
-async def _faults_are_contained_while_good_jobs_run() -> None:
+async def _faults_are_contained_while_good_jobs_run(devices: list[int]) -> None:
     with tempfile.TemporaryDirectory(prefix="gpu_faults_") as cache:
-        config = LocalPoolConfig(device="cuda", devices=[0], compile_workers=4, cache_dir=Path(cache),
+        config = LocalPoolConfig(device="cuda", devices=devices, compile_workers=4, cache_dir=Path(cache),
                                  job_timeout_s=180)
+        assert config.uses_worker_processes() == (len(devices) > 1)
         async with LocalPool(config) as pool:
             await pool.evaluate(_job(_variant("warm-up"), "warm-up"))  # baselines and headers, once
             good = [_job(_variant(f"good-{i}"), f"good-{i}") for i in range(4)]
@@ -103,3 +109,4 @@ async def _faults_are_contained_while_good_jobs_run() -> None:
             status = await pool.status()
             print("pool status:", status.model_dump_json())
             assert status.failed == 0 and status.completed == len(jobs) + 2
+            assert all(w.jobs_done > 0 for w in status.workers), "every GPU served jobs"
