@@ -3,9 +3,10 @@
 The child stamps the start and the end of each timed call with a tiny message on a separate
 SOCK_SEQPACKET pair. The kernel timestamps each message when it is sent (SO_TIMESTAMPNS),
 so the parent reads send times that neither the candidate nor the parent's own scheduling can
-shift. Before any candidate code is loaded the child times null calls the same way, giving
-the protocol's fixed cost (flush, lead-in, synchronisation); a call's outside time minus that
-floor bounds what the call itself took. A child whose reported times fall far below the
+shift. The stamps bracket the timed window itself, not the cache flush before it (on a CPU
+the flush takes milliseconds and varies with the host's load). Before any candidate code is
+loaded the child times null calls the same way, giving the protocol's fixed cost (lead-in,
+synchronisation); a call's outside time minus that floor bounds what the call itself took. A child whose reported times fall far below the
 bound (a patched timer, work hidden from the clock) gets a violation.
 """
 

@@ -7,6 +7,7 @@ model_new.py.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -189,9 +190,7 @@ class Child:
         if self.spec.role != "candidate":
             return
         for k in range(NULL_CALLS):
-            mark(self.stamps, "s", "n", k)
-            timer.time_call(lambda: None, [])
-            mark(self.stamps, "e", "n", k)
+            timer.time_call(lambda: None, [], edge=functools.partial(mark, self.stamps, kind="n", k=k))
 
     def report_fingerprint(self, k: int, outputs: list[Any], bad_types: bool) -> None:
         """The output of timed call k at positions the parent reveals only now that the call is over
@@ -220,9 +219,8 @@ class Child:
             for k, draw_k in enumerate(planned):
                 inputs = self.draw(draw_k)  # fresh inputs for every timed call, drawn outside the timed window
                 self.poison()
-                mark(self.stamps, "s", "c", k)
-                out, t_us, host_us = timer.time_call(lambda *x: self.call(model, list(x)), inputs)
-                mark(self.stamps, "e", "c", k)
+                out, t_us, host_us = timer.time_call(lambda *x: self.call(model, list(x)), inputs,
+                                                     edge=functools.partial(mark, self.stamps, kind="c", k=k))
                 samples.append(t_us)
                 hosts.append(host_us)
                 outputs = flatten_outputs(out)

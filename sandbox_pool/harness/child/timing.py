@@ -80,13 +80,18 @@ class Timer:
             samples.append((_perf_ns() - t0) / 1e3 - start.elapsed_time(end) * 1e3)
         return max(0.0, _median(samples))
 
-    def time_call(self, fn: Callable[..., Any], inputs: list[Any]) -> tuple[Any, float, float]:
-        """(output, per-call time in us, host time in us) of one call."""
+    def time_call(self, fn: Callable[..., Any], inputs: list[Any],
+                  edge: Callable[[str], None] = lambda _: None) -> tuple[Any, float, float]:
+        """(output, per-call time in us, host time in us) of one call; `edge("s")` / `edge("e")` run at the
+        window's start and end (the outside stamps: they bracket the call, not the cache flush before it,
+        whose time varies with the host's load)."""
         if not self.cuda:
             self.flush()
+            edge("s")
             t0 = _perf_ns()
             out = fn(*inputs)
             host_us = (_perf_ns() - t0) / 1e3
+            edge("e")
             return out, host_us, host_us
         # No sync between the flush and the call: while the device clears the cache the
         # host enqueues the candidate's launches, so the event window holds device work
@@ -95,6 +100,7 @@ class Timer:
             self._cudart.cudaCtxResetPersistingL2Cache()
         self.sync()
         flush_start, start, end = _Event(enable_timing=True), _Event(enable_timing=True), _Event(enable_timing=True)
+        edge("s")
         t0 = _perf_ns()
         flush_start.record()
         _cuda_sleep(CUDA_LEAD_CYCLES)
@@ -104,6 +110,7 @@ class Timer:
         end.record()
         _cuda_sync()
         host_us = (_perf_ns() - t0) / 1e3
+        edge("e")
         event_us = start.elapsed_time(end) * 1e3
         flush_us = flush_start.elapsed_time(start) * 1e3
         return out, self.combine(event_us, host_us - flush_us), host_us

@@ -48,3 +48,17 @@ def test_honest_evaluations_report_the_outside_bound(evaluate_cpu) -> None:
     result = evaluate_cpu(HONEST, profile=True, timed_calls=5)
     assert result.correct and "outside-process bound: " in result.stages["profile"].log
     assert "unavailable" not in result.stages["profile"].log
+
+
+def test_outside_stamps_bracket_the_call_not_the_cache_flush() -> None:
+    """On a CPU the flush takes milliseconds and varies with load: inside the stamps it would swamp
+    the bound with noise (and, against a floor measured at a quieter moment, flag honest calls)."""
+    from cuda_agent.sandbox_pool.harness.child.timing import Timer
+
+    timer = Timer("cpu")
+    order: list[str] = []
+    real_flush = timer.flush
+    timer.flush = lambda: (order.append("flush"), real_flush())[1]  # type: ignore[method-assign]
+    out, t_us, host_us = timer.time_call(lambda x: order.append("call") or x, [7], edge=order.append)
+    assert out == 7 and t_us == host_us > 0
+    assert order == ["flush", "s", "call", "e"]

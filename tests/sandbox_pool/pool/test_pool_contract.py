@@ -54,7 +54,7 @@ async def test_full_queue_refuses_with_overloaded(make_pool) -> None:
     refused = [o for o in outcomes if isinstance(o, PoolOverloadedError)]
     served = [o for o in outcomes if not isinstance(o, BaseException)]
     assert len(refused) == 2 and len(served) == 2, outcomes
-    assert all(r.status is EvalStatus.OK for r in served)
+    assert all(r.status is EvalStatus.OK for r in served), [(r.status, r.error) for r in served]
     status = await pool.status()
     assert status.rejected == 2 and status.pending == 0
 
