@@ -2,10 +2,11 @@
 
 A job goes: admission (back-pressure) -> compile queue -> compile slot (CPU) -> evaluation
 queue -> evaluation worker (its device, exclusive) -> result. Workers run in this process, or
-each in a process of its own (`worker_processes`; by default when there are several GPUs). Both queues serve the highest
-priority first, then the oldest job. The deadline covers the whole path; a job past it is
-withdrawn wherever it is (a running evaluation is cancelled and its worker recycled; a
-running build finishes into the cache) and the caller gets `PoolTimeoutError`.
+each in a process of its own (`worker_processes`; by default when there are several GPUs).
+Both queues serve the highest priority first, then the oldest job. The deadline covers the
+whole path; a job past it is withdrawn wherever it is (a running evaluation is cancelled and
+its worker recycled; a running build finishes into the cache) and the caller gets
+`PoolTimeoutError`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class LocalPool(Pool):
     def __init__(self, config: LocalPoolConfig | None = None, *, address: str | None = None) -> None:
         self.config = config or LocalPoolConfig()
         self.address = address
-        self.cache_dir: Path | None = None  # the evaluators' cache, known once they exist
+        self.cache_dir: Path | None = None  # the compile / baseline cache, resolved at start
         self.workers: list[EvalWorker | ProcessEvalWorker] = []
         self.book = JobBook(self.config.max_pending_jobs, self.config.job_timeout_s, self.config.latency_window)
         self._eval_q = TicketQueue()
