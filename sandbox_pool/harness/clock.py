@@ -6,8 +6,9 @@ so the parent reads send times that neither the candidate nor the parent's own s
 shift. The stamps bracket the timed window itself, not the cache flush before it (on a CPU
 the flush takes milliseconds and varies with the host's load). Before any candidate code is
 loaded the child times null calls the same way, giving the protocol's fixed cost (lead-in,
-synchronisation); a call's outside time minus that floor bounds what the call itself took. A child whose reported times fall far below the
-bound (a patched timer, work hidden from the clock) gets a violation.
+synchronisation); a call's outside time minus that floor bounds what the call itself took. A
+child whose reported times fall far below the bound (a patched timer, work hidden from the
+clock) gets a violation.
 """
 
 from __future__ import annotations
@@ -52,9 +53,7 @@ class OutsideClock:
         while True:
             try:
                 data, ancillary, _, _ = self.sock.recvmsg(64, socket.CMSG_SPACE(16))
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:  # nothing left to read (BlockingIOError) or the socket is gone
                 return
             if not data:
                 return

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -77,19 +76,16 @@ def _config(backend: str, device: str, devices: str | None, cpu_workers: int, wo
 
 
 async def _serve(pool: "Pool", path: Path, mode: int) -> None:
-    from cuda_agent.sandbox_pool.pool.server import PoolServer
+    from cuda_agent.sandbox_pool.pool.server import PoolServer, serve_until_stopped
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    async with pool, PoolServer(pool, path, mode=mode) as server:
+    def announce(server: PoolServer) -> None:
         typer.echo(server.address)
         ray_address = getattr(pool, "ray_address", None)
         if ray_address:
             typer.echo(ray_address)
         sys.stdout.flush()
-        await stop.wait()
+
+    await serve_until_stopped(pool, path, announce=announce, mode=mode)
 
 
 @app.command()

@@ -12,9 +12,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import stat
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.sandbox_pool.pool.base import Pool
@@ -112,6 +115,26 @@ class PoolServer:
         if not hangup.result():
             return None  # end of stream: the client left before its answer
         return error_response(PoolError("the client sent a request before the previous answer"))
+
+
+async def serve_until_stopped(pool: Pool, path: Path | str, *, announce: Callable[[PoolServer], None],
+                              mode: int = 0o600, until: Awaitable[Any] | None = None) -> None:
+    """Start `pool`, serve it on `path`, call `announce` once serving; stop on SIGINT / SIGTERM
+    (or when `until` completes), closing the server and the pool."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with pool, PoolServer(pool, path, mode=mode) as server:
+        announce(server)
+        waits = {asyncio.ensure_future(stop.wait())}
+        if until is not None:
+            waits.add(asyncio.ensure_future(until))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
 
 def _remove_stale_socket(path: Path) -> None:

@@ -22,7 +22,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -51,7 +50,6 @@ class ProcessEvalWorker:
         if len(config.worker_devices()) != 1:
             raise ValueError("a worker process owns exactly one device")
         self.name = name
-        self.device = name
         self.config = config
         self.clock = BusyClock()
         self.jobs_done = 0
@@ -127,8 +125,7 @@ class ProcessEvalWorker:
 
     async def _exit_code(self) -> int | None:
         """The process's exit code if it has ended (waiting briefly for the kernel to report it)."""
-        if self.process is None:
-            return -1
+        assert self.process is not None
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1.0):
                 await self.process.wait()
@@ -158,7 +155,7 @@ class ProcessEvalWorker:
 
     def status(self) -> WorkerStatus:
         clock = self.clock
-        return WorkerStatus(name=self.name, device=self.device, busy=clock.busy, current_task_id=self.current_task_id,
+        return WorkerStatus(name=self.name, device=self.name, busy=clock.busy, current_task_id=self.current_task_id,
                             busy_fraction=clock.fraction(), busy_s=clock.busy_s(), jobs_done=self.jobs_done,
                             recycles=self.recycles, uptime_s=clock.uptime_s())
 
@@ -176,22 +173,17 @@ def make_process_workers(pool: LocalPoolConfig, cache_dir: Path) -> list[Process
 
 # -- the worker process ---------------------------------------------------------------------
 async def _serve(socket: str, config: LocalPoolConfig, handshake: TextIO) -> None:
-    from cuda_agent.sandbox_pool.pool.server import PoolServer
+    from cuda_agent.sandbox_pool.pool.server import serve_until_stopped
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     stdin = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
-    async with config.build() as pool, PoolServer(pool, socket):
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
+
+    def announce(_: object) -> None:
         handshake.write(socket + "\n")
         handshake.close()
-        eof = asyncio.create_task(stdin.read())  # the owner closed stdin, or died
-        stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({eof, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        eof.cancel()
-        stopped.cancel()
+
+    # Ends when the owner closes stdin (or dies), or on SIGINT / SIGTERM.
+    await serve_until_stopped(config.build(), socket, announce=announce, until=stdin.read())
 
 
 def main() -> None:

@@ -4,8 +4,9 @@ A binding unit (`kernels/*_binding.cpp`, or `kernels/*.cpp` on the CPU device) s
 of g++ in `<torch/types.h>` and `<torch/csrc/utils/pybind.h>`. The stand-ins in `fast_glue/`
 declare the tensor class, the allowed creation operators and a pybind11-shaped `module::def`
 that records functions for the fixed binding.cpp; with their own precompiled header a unit
-builds in about two seconds (H200 machine, link included). Units that include anything outside `FAST_INCLUDES`, or that the
-stand-ins cannot compile, are compiled with the real headers (same object contract).
+builds in about two seconds (H200 machine, link included). Units that include anything
+outside `FAST_INCLUDES`, or that the stand-ins cannot compile, are compiled with the real
+headers (same object contract).
 """
 
 from __future__ import annotations
