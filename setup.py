@@ -14,6 +14,8 @@ ROOTS = {
     "cuda_agent.reward_fns": "reward_fns",
     "cuda_agent.data_gen": "data_gen",
     "cuda_agent.recipe": "recipe/cuda_agent",
+    "cuda_agent.evaluation": "evaluation",
+    "cuda_agent.service": "service",
 }
 
 

@@ -59,7 +59,7 @@ def _echo_json(model: object) -> None:
 @app.command()
 def crawl(
     out: Path = typer.Option(Path("data/seeds.jsonl"), "--out", "-o", help="Seed tasks JSONL (appended, resumable)."),
-    size: str = typer.Option("tiny", "--size", help="Size preset: tiny, small, medium or large (GPU)."),
+    size: str = typer.Option("small", "--size", help="Size preset: tiny, small (CPU, default), medium or large (GPU)."),
     library: List[str] = typer.Option(["torch", "transformers"], "--library", "-l", help="torch and/or transformers."),
     check: bool = typer.Option(True, "--check/--no-check", help="Run every seed once on the CPU (tiny sizes)."),
 ) -> None:
@@ -76,6 +76,8 @@ def crawl(
                   f"{report.skipped_existing} already present, {len(report.failures)} dropped -> {out}")
     for failure in report.failures:
         console.print(f"  dropped {failure.op}: {failure.reason.splitlines()[0][:160]}")
+    with _errors():
+        _require(sum(report.by_library.values()), "crawl", "no operator built a seed (see the dropped operators above)")
 
 
 @app.command()
@@ -84,7 +86,7 @@ def compose(
     count: int = typer.Option(150, "--count", "-n", help="Distinct fused tasks wanted in OUT."),
     seeds: Optional[Path] = typer.Option(None, "--seeds", help="Crawled seeds: restricts the operators used."),
     composer: str = typer.Option("programmatic", "--composer", help="programmatic (offline) or llm."),
-    size: str = typer.Option("small", "--size", help="Size preset of the programmatic composer."),
+    size: str = typer.Option("small", "--size", help="Size preset: tiny, small (CPU, default), medium or large (GPU)."),
     seed: int = typer.Option(0, "--seed", help="Sampler seed (same seed, same tasks)."),
     min_ops: int = typer.Option(2, "--min-ops", help="Fewest operators per task."),
     max_ops: int = typer.Option(5, "--max-ops", help="Most operators per task (<= 5)."),
@@ -117,8 +119,17 @@ def compose(
             report = run(out, count=count, composer=composer, seeds_path=seeds, size=size, seed=seed,  # type: ignore[arg-type]
                          min_ops=min_ops, max_ops=max_ops, endpoint=endpoint, device=_device(device),
                          window_ms=DEFAULT_WINDOWS_MS[device], progress=progress)
-    console.print(f"{report.written} tasks written ({report.existing} already present), {report.duplicates} "
-                  f"duplicates and {report.failed_attempts} failed attempts skipped -> {out}")
+    console.print(f"{report.written} tasks written ({report.existing} already present, {report.resumed} regenerated "
+                  f"on resume), {report.duplicates} duplicates and {report.failed_attempts} failed attempts skipped"
+                  + (f" {report.failed_by_reason}" if report.failed_by_reason else "") + f" -> {out}")
+    with _errors():
+        _require(report.existing + report.written, "compose", "no valid task was composed (see the failed attempts)")
+
+
+def _require(count: int, stage: str, why: str) -> None:
+    from cuda_agent.data_gen.stage import require
+
+    require(count, stage, why)
 
 
 def _usage(message: str) -> CudaAgentError:
@@ -176,15 +187,20 @@ def filter_cmd(
     from cuda_agent.data_gen.cli_tables import print_filter_report, progress_bar
     from cuda_agent.data_gen.filter import filter_tasks
 
+    from cuda_agent.data_gen.cli_tables import bar_callback, new_progress
+
     with _errors():
         config = _filter_config(device, min_ms, max_ms, workers, gpus, timeout, compile_, compile_backend, seed,
                                 atol, rtol)
         if backend not in ("local", "ray"):
             raise _usage(f"--backend must be local or ray, got {backend!r}")
-        with progress_bar("filter") as progress:
+        with new_progress() as bars:
             report = filter_tasks(tasks, out, config, backend=backend, ray_address=ray_address,  # type: ignore[arg-type]
-                                  ray_gpus_per_task=ray_gpus, recheck=recheck, progress=progress)
+                                  ray_gpus_per_task=ray_gpus, recheck=recheck, progress=bar_callback(bars, "filter"),
+                                  recheck_progress=bar_callback(bars, "recheck"))
     print_filter_report(report)
+    with _errors():
+        _require(report.kept, "filter", f"0 of {report.total} tasks kept ({report.by_criterion}); see {out / 'report.json'}")
 
 
 @app.command()
@@ -204,6 +220,8 @@ def decontam(
     with _errors(), progress_bar("decontam") as progress:
         report = decontaminate(tasks, out, kernelbench, threshold=threshold, progress=progress)
     print_decontam_report(report)
+    with _errors():
+        _require(report.kept, "decontam", f"every task scores above {threshold} against {kernelbench}")
 
 
 @app.command("export")
@@ -231,6 +249,8 @@ def export_cmd(
                         solutions_dir=solutions, progress=progress)
     console.print(f"{report.tasks} tasks: {report.train_rows} train / {report.val_rows} val rows, "
                   f"{report.sft_rows} SFT rows, {report.kernelbench_files} KernelBench files -> {out}")
+    with _errors():
+        _require(report.tasks, "export", f"{tasks} holds no task")
 
 
 @app.command("import")
@@ -273,11 +293,15 @@ def pipeline(
     compile_backend: str = typer.Option("inductor", "--compile-backend", help="torch.compile backend of the filter."),
     backend: str = typer.Option("local", "--backend", help="local or ray."),
     recheck: bool = typer.Option(False, "--recheck", help="Second filter run on kept tasks (stability)."),
-    kernelbench: Optional[Path] = typer.Option(None, "--kernelbench", help="KernelBench checkout for decontam (skipped without)."),
+    kernelbench: Optional[Path] = typer.Option(None, "--kernelbench", help="KernelBench checkout or dataset file for decontam (required unless --no-decontam)."),
+    no_decontam: bool = typer.Option(False, "--no-decontam", help="Export without decontamination (the reports record it)."),
+    threshold: float = typer.Option(0.9, "--threshold", help="Decontam: drop tasks whose AST similarity exceeds this."),
+    val_fraction: float = typer.Option(0.0, "--val-fraction", help="Export: share of tasks in the *_val.parquet split."),
+    redraw_rounds: int = typer.Option(1, "--redraw-rounds", help="Re-draw tasks dropped as dead_operator / dead_input this many times."),
 ) -> None:
-    """Run crawl -> compose -> filter -> decontam -> export into OUT.
+    """Run crawl -> compose -> filter -> decontam -> export into OUT, and write the dataset report.
 
-    Example: cuda-agent data pipeline --device cuda --count 150 --out runs/h200 --recheck
+    Example: cuda-agent data pipeline --device cuda --count 300 --out runs/h200 --kernelbench ~/KernelBench/KernelBench
     """
     from cuda_agent.data_gen.cli_tables import console, new_progress, print_decontam_report, print_filter_report
     from cuda_agent.data_gen.cli_tables import bar_callback
@@ -287,14 +311,20 @@ def pipeline(
     with _errors():
         filter_config = _filter_config(device, min_ms, max_ms, workers, None, timeout, True, compile_backend, 0,
                                        1e-2, 1e-2)
+        if kernelbench is None and not no_decontam:
+            raise _usage("the pipeline exports only decontaminated tasks: pass --kernelbench PATH (a KernelBench "
+                         "checkout or dataset file), or --no-decontam to export without decontamination")
         endpoint = EndpointConfig(base_url=base_url, model=model) if base_url and model else None
         config = PipelineConfig(out=out, device=device, count=count, include_seeds=include_seeds, size=size,  # type: ignore[arg-type]
                                 seed=seed, composer=composer, endpoint=endpoint, filter=filter_config,  # type: ignore[arg-type]
-                                backend=backend, recheck=recheck, kernelbench=kernelbench)  # type: ignore[arg-type]
+                                backend=backend, recheck=recheck, kernelbench=kernelbench,  # type: ignore[arg-type]
+                                skip_decontam=no_decontam, threshold=threshold, val_fraction=val_fraction,
+                                redraw_rounds=redraw_rounds)
         with new_progress() as progress:
             report = run_pipeline(config, lambda stage: bar_callback(progress, stage))
     print_filter_report(report.filter)
     if report.decontam is not None:
         print_decontam_report(report.decontam)
-    console.print(f"exported {report.export.train_rows} tasks to {out / 'export'}; report {out / 'pipeline_report.json'} "
-                  f"({report.wall_s:.0f} s)")
+    console.print(f"exported {report.export.tasks} tasks ({report.export.train_rows} train / {report.export.val_rows} "
+                  f"val) to {out / 'export'}" + ("" if report.decontaminated else " [yellow]without decontamination[/]")
+                  + f"; reports {out / 'pipeline_report.json'}, {out / 'dataset_report.md'} ({report.wall_s:.0f} s)")

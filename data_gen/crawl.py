@@ -20,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.data_gen.ids import seed_id
 from cuda_agent.data_gen.loader import import_source
 from cuda_agent.data_gen.models import Provenance, Task, TaskKind
-from cuda_agent.data_gen.ops import LIBRARIES, Dims, InputSpec, OpTemplate, catalog, size_preset
+from cuda_agent.data_gen.ops import DEFAULT_SIZE, LIBRARIES, Dims, InputSpec, OpTemplate, catalog, size_preset
 from cuda_agent.data_gen.ops.render import Step, render_source
 from cuda_agent.data_gen.progress import ProgressFn, no_progress
+from cuda_agent.data_gen.stage import check_settings
 from cuda_agent.data_gen.store import JsonlStore
 from cuda_agent.errors import ProblemError
 
@@ -130,12 +131,16 @@ def crawl(
     out: str | Path,
     *,
     libraries: Sequence[str] = LIBRARIES,
-    size: str = "tiny",
+    size: str = DEFAULT_SIZE,
     check: bool = True,
     progress: ProgressFn = no_progress,
 ) -> CrawlReport:
-    """Append the seed tasks of `libraries` at preset `size` to the JSONL file `out` (resumable)."""
+    """Append the seed tasks of `libraries` at preset `size` to the JSONL file `out` (resumable).
+
+    Refuses (`SettingsChangedError`) to append to seeds made with another size, libraries or check.
+    """
     dims = size_preset(size)
+    check_settings(out, "crawl", {"size": size, "libraries": sorted(libraries), "check": check})
     store = JsonlStore(out, Task)
     existing = store.ids()
     templates = catalog(libraries)

@@ -6,13 +6,15 @@ every ``*.py`` defining ``class Model`` when there are no level folders) or a da
 defined in `similarity.py`.
 
 Writes into the output folder:
-    similarity.jsonl   one `SimilarityRecord` per task (resumable)
-    clean.jsonl        the tasks at or below the threshold, `max_similarity` set
+    similarity.jsonl   one `SimilarityRecord` per task, kept or not: nearest problem and score (resumable;
+                       a record is reused only for the same task source, reference set and normal form)
+    clean.jsonl        the tasks at or below the threshold, `max_similarity` and `nearest_reference` set
     report.json        the `DecontamReport`, with the similarity histogram
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from pathlib import Path
@@ -23,7 +25,7 @@ from cuda_agent.data_gen.filter.models import HistogramBin
 from cuda_agent.data_gen.filter.report import histogram
 from cuda_agent.data_gen.models import Task
 from cuda_agent.data_gen.progress import ProgressFn, no_progress
-from cuda_agent.data_gen.similarity import Fingerprint, nearest
+from cuda_agent.data_gen.similarity import NORMAL_FORM_VERSION, Fingerprint, nearest
 from cuda_agent.data_gen.store import JsonlStore, write_json
 from cuda_agent.errors import ConfigError
 
@@ -53,6 +55,8 @@ class SimilarityRecord(BaseModel):
     max_similarity: float = Field(description="Similarity to the nearest reference, in [0, 1].")
     nearest: str | None = Field(description="Name of the nearest reference.")
     dropped: bool = Field(description="max_similarity > threshold.")
+    cache_key: str | None = Field(None, description="Digest of the task's source, the reference set and the normal "
+                                                    "form's version; the record is reused only when it matches.")
 
 
 class DecontamReport(BaseModel):
@@ -68,6 +72,10 @@ class DecontamReport(BaseModel):
     dropped: int
     histogram: list[HistogramBin] = Field(description="Tasks per band of max similarity.")
     dropped_examples: list[SimilarityRecord] = Field(description="Up to 20 dropped tasks, most similar first.")
+    closest_kept: list[SimilarityRecord] = Field(default_factory=list,
+                                                 description="Up to 20 kept tasks, most similar first (every task's "
+                                                             "nearest problem is in similarity.jsonl and clean.jsonl).")
+    recomputed: int = Field(0, description="Tasks scored again because their source or the reference set changed.")
 
 
 def _level(path: Path) -> int | None:
@@ -95,6 +103,14 @@ def load_references(path: str | Path) -> list[Reference]:
     if not references:
         raise ConfigError(f"no KernelBench problems found under {root} (expected level*/NN_Name.py files)")
     return references
+
+
+def _reference_key(references: list[Reference]) -> str:
+    """Digest of the reference set and the normal form's version (a changed checkout or normaliser re-scores)."""
+    digest = hashlib.sha256(f"normal-form-{NORMAL_FORM_VERSION}".encode())
+    for reference in sorted(references, key=lambda r: r.name):
+        digest.update(f"\x1e{reference.name}\x1f{reference.source}".encode())
+    return digest.hexdigest()[:16]
 
 
 def _fingerprints(references: list[Reference]) -> tuple[list[Reference], list[Fingerprint]]:
@@ -129,13 +145,15 @@ def decontaminate(
     """Compare every task of `tasks_path` with the KernelBench problems; see the module docstring."""
     out = Path(out_dir)
     references, prints = _fingerprints(load_references(kernelbench))
+    reference_key = _reference_key(references)
     tasks = JsonlStore(tasks_path, Task).load()
+    keys = {t.id: hashlib.sha256(f"{reference_key}\x1f{t.source}".encode()).hexdigest()[:16] for t in tasks}
     store = JsonlStore(out / SIMILARITY, SimilarityRecord)
-    done = store.ids()
-    todo = [t for t in tasks if t.id not in done]
+    stored = {r.task_id: r for r in store.load()}
+    todo = [t for t in tasks if t.id not in stored or stored[t.id].cache_key != keys[t.id]]
     batch: list[SimilarityRecord] = []
     for count, task in enumerate(todo, 1):
-        batch.append(score(task, references, prints, threshold))
+        batch.append(score(task, references, prints, threshold).model_copy(update={"cache_key": keys[task.id]}))
         if len(batch) >= 64 or count == len(todo):
             store.append(batch)
             batch = []
@@ -145,14 +163,16 @@ def decontaminate(
     # The threshold may differ from the one used when a record was written: re-decide.
     for record in mine:
         record.dropped = record.max_similarity > threshold
-    clean = [t.model_copy(update={"max_similarity": records[t.id].max_similarity}) for t in tasks
+    clean = [t.model_copy(update={"max_similarity": records[t.id].max_similarity,
+                                  "nearest_reference": records[t.id].nearest}) for t in tasks
              if not records[t.id].dropped]
     JsonlStore(out / CLEAN, Task).write(clean)
     dropped = sorted((r for r in mine if r.dropped), key=lambda r: r.max_similarity, reverse=True)
+    kept = sorted((r for r in mine if not r.dropped), key=lambda r: r.max_similarity, reverse=True)
     report = DecontamReport(
         reference=str(kernelbench), references=len(references), threshold=threshold, total=len(tasks),
         kept=len(clean), dropped=len(dropped), histogram=histogram((r.max_similarity for r in mine), SIMILARITY_EDGES),
-        dropped_examples=dropped[:20],
+        dropped_examples=dropped[:20], closest_kept=kept[:20], recomputed=sum(t.id in stored for t in todo),
     )
     write_json(out / REPORT, report)
     return report

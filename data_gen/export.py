@@ -1,6 +1,6 @@
 """Stage 5, export: veRL parquet (single-turn and agentic RL), an SFT parquet, KernelBench folders.
 
-Outputs (idempotent: the same input writes the same files):
+Outputs (idempotent: the same input writes the same files; the files of a previous export are removed first):
     verl/single_turn.parquet   rows for the recipe's single-turn loop (agent_name ``cuda_agent_single_turn``)
     verl/agentic.parquet       rows for the ``cuda_agent`` agent loop (150 turns)
     verl/*_val.parquet         the validation split, when val_fraction > 0 (split by a hash of the task id);
@@ -90,20 +90,27 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 def _write_verl(tasks: Sequence[Task], out: Path, *, device: Device, data_source: str, val_fraction: float,
-                single_turn_agent: str) -> tuple[list[str], int, int]:
+                single_turn_agent: str, progress: ProgressFn = no_progress) -> tuple[list[str], int, int]:
     splits = {"": [t for t in tasks if not is_validation(t.id, val_fraction)],
               "_val": [t for t in tasks if is_validation(t.id, val_fraction)]}
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    done = 0
+    for suffix, chosen in splits.items():
+        agentic_agent = EVAL_AGENT if suffix == "_val" else AGENTIC_AGENT
+        for i, task in enumerate(chosen):
+            for kind, agentic in (("single_turn", False), ("agentic", True)):
+                rows.setdefault((kind, suffix), []).append(
+                    verl_row(task, agentic=agentic, device=device, index=i, data_source=data_source,
+                             single_turn_agent=single_turn_agent, agentic_agent=agentic_agent))
+            done += 1
+            progress(done, len(tasks))  # counts tasks, not formats
     files = []
-    for kind, agentic in (("single_turn", False), ("agentic", True)):
-        for suffix, chosen in splits.items():
-            if not chosen:
+    for kind in ("single_turn", "agentic"):
+        for suffix in splits:
+            if (kind, suffix) not in rows:
                 continue
-            agentic_agent = EVAL_AGENT if suffix == "_val" else AGENTIC_AGENT
-            rows = [verl_row(t, agentic=agentic, device=device, index=i, data_source=data_source,
-                             single_turn_agent=single_turn_agent, agentic_agent=agentic_agent)
-                    for i, t in enumerate(chosen)]
             path = out / "verl" / f"{kind}{suffix}.parquet"
-            write_parquet(rows, path)
+            write_parquet(rows[(kind, suffix)], path)
             files.append(str(path.relative_to(out)))
     return files, len(splits[""]), len(splits["_val"])
 
@@ -120,8 +127,6 @@ def _write_sft(tasks: Sequence[Task], out: Path, device: Device) -> tuple[list[s
 
 def _write_kernelbench(tasks: Sequence[Task], out: Path) -> list[str]:
     root = out / "kernelbench"
-    if root.exists():
-        shutil.rmtree(root)  # idempotent: stale files of a previous export must not survive
     counters: dict[int, int] = {}
     manifest, files = [], []
     for task in tasks:
@@ -176,14 +181,18 @@ def export(
         tasks = attach_solutions(tasks, solutions_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    for stale in (out / "verl", out / "sft.parquet", out / "kernelbench"):  # a previous export's files must not survive
+        if stale.is_dir():
+            shutil.rmtree(stale)
+        elif stale.exists():
+            stale.unlink()
     files: list[str] = []
     train = val = sft = kb = 0
-    steps = len(formats)
     if "verl" in formats:
         written, train, val = _write_verl(tasks, out, device=device, data_source=data_source,
-                                          val_fraction=val_fraction, single_turn_agent=single_turn_agent)
+                                          val_fraction=val_fraction, single_turn_agent=single_turn_agent,
+                                          progress=progress)
         files += written
-    progress(1, steps)
     if "sft" in formats:
         written, sft = _write_sft(tasks, out, device)
         files += written
@@ -191,6 +200,6 @@ def export(
         written = _write_kernelbench(tasks, out)
         kb = len(written) - 1
         files += written
-    progress(steps, steps)
+    progress(len(tasks), len(tasks))
     return ExportReport(tasks=len(tasks), train_rows=train, val_rows=val, sft_rows=sft, kernelbench_files=kb,
                         files=files)

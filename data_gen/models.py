@@ -59,6 +59,7 @@ class Task(BaseModel):
     provenance: Provenance = Field(description="Where the task came from.")
     eager_ms: float | None = Field(None, description="Median eager time measured by the filter, milliseconds.")
     max_similarity: float | None = Field(None, description="Highest AST similarity to a KernelBench problem (decontam).")
+    nearest_reference: str | None = Field(None, description="The KernelBench problem it is most similar to (decontam).")
     solution: dict[str, str] | None = Field(
         None, description="Known-good candidate files (model_new.py, kernels/*) when the source dataset ships one; used by the SFT export."
     )

@@ -3,7 +3,8 @@
 veRL stacks the reward-info dicts of a batch key by key (``reward_extra_info``), so every sample
 must carry the same keys (DESIGN.md, "Who scores what"); numbers may be ``None`` where a stage did
 not run, and veRL's validation metrics skip ``None`` and strings. The key ``reward`` is avoided on
-purpose: veRL's validation code appends its own "reward" list to the same dict.
+purpose: veRL's validation code appends its own "reward" list to the same dict. The evaluator's
+timing receipt is flattened into ``receipt_*`` strings (one scalar per key, as veRL stacks them).
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ class RewardInfo(BaseModel):
     task_id: str = Field("", description="Task identifier, '' if unknown.")
     error: str = Field("", description="Short reason for a non-ok status, '' if none.")
     eval_wall_s: float | None = Field(None, description="Wall time of the evaluation.")
+    receipt_device_name: str = Field("", description="Timing receipt: CPU model or GPU name measured on.")
+    receipt_driver: str = Field("", description="Timing receipt: CUDA driver version or 'n/a'.")
+    receipt_torch_version: str = Field("", description="Timing receipt: torch version of the harness.")
+    receipt_toolchain: str = Field("", description="Timing receipt: compiler that built the candidate.")
+    receipt_problem_sha256: str = Field("", description="Timing receipt: hash of the reference source.")
+    receipt_candidate_sha256: str = Field("", description="Timing receipt: hash of the candidate's files.")
+    receipt_harness_version: str = Field("", description="Timing receipt: evaluation protocol version.")
+    receipt_isolation: str = Field("", description="Timing receipt: how the candidate process was isolated.")
 
     def to_extra_info(self) -> dict[str, Any]:
         """Plain JSON-able dict: ``compute_score``'s return value and the agent loop's reward_extra_info."""

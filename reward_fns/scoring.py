@@ -82,7 +82,15 @@ def reward_info(result: EvalResult, options: RewardOptions, task_id: str | None 
         task_id=task_id or "",
         error=result.error or "",
         eval_wall_s=result.wall_s,
+        **receipt_fields(result),
     )
+
+
+def receipt_fields(result: EvalResult) -> dict[str, str]:
+    """The result's timing receipt as RewardInfo's flat ``receipt_*`` strings (the seed is left out:
+    veRL stacks every key, and an int-or-None column is not worth it)."""
+    receipt = result.receipt.model_dump(exclude={"seed"})
+    return {f"receipt_{key}": str(value) for key, value in receipt.items()}
 
 
 def no_answer_result(task: TaskSpec, reason: str) -> EvalResult:
@@ -95,8 +103,8 @@ def no_answer_result(task: TaskSpec, reason: str) -> EvalResult:
     )
 
 
-async def score_files(files: dict[str, str], task: TaskSpec, options: RewardOptions) -> RewardInfo:
-    """Evaluate candidate files against the task and score them."""
+async def evaluate_files(files: dict[str, str], task: TaskSpec, options: RewardOptions) -> EvalResult:
+    """Evaluate candidate files against the task (the evaluator's full result: stages, receipt)."""
     started = time.monotonic()
     if MODEL_NEW not in files:
         result = no_answer_result(task, f"no {MODEL_NEW} in the candidate's files")
@@ -105,7 +113,12 @@ async def score_files(files: dict[str, str], task: TaskSpec, options: RewardOpti
         result = await evaluate(job, pool_address=options.resolved_pool_address(), timeout_s=options.eval_timeout_s)
     if result.wall_s is None:
         result = result.model_copy(update={"wall_s": time.monotonic() - started})
-    return reward_info(result, options, task.task_id)
+    return result
+
+
+async def score_files(files: dict[str, str], task: TaskSpec, options: RewardOptions) -> RewardInfo:
+    """Evaluate candidate files against the task and score them."""
+    return reward_info(await evaluate_files(files, task, options), options, task.task_id)
 
 
 def load_snapshot(folder: str | Path) -> dict[str, str]:

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 want_test="${1:-}"
 
 apt_pkgs=(bubblewrap binutils g++)
-[ "$want_test" = test ] && apt_pkgs+=(docker.io)
+[ "$want_test" = test ] && apt_pkgs+=(docker.io chromium)  # chromium: the report page test
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -23,8 +23,8 @@ fi
 pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 # torch first, so that nothing pulls a CUDA build on a CPU machine (GPU clusters: use verl[vllm]'s pin).
 .venv/bin/python -c "import torch" 2>/dev/null || "${pip[@]}" "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-extras="verl"
-[ "$want_test" = test ] && extras="verl,test"
+extras="verl,eval"
+[ "$want_test" = test ] && extras="verl,eval,test"
 "${pip[@]}" -e ".[${extras}]" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import cuda_agent.sandbox_pool.harness, verl" >/dev/null
 echo "setup.sh: ready (.venv)"

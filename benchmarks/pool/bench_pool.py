@@ -2,16 +2,20 @@
 
 Usage (the issue's targets: 16 submitters on one H200, then on a 2-GPU node):
 
-    python benchmarks/pool/bench_pool.py --device cuda --devices 0 --submitters 16 --jobs 160 --out 1gpu.json
-    python benchmarks/pool/bench_pool.py --device cuda --devices 0,1 --submitters 16 --jobs 320 --out 2gpu.json
+    python benchmarks/pool/bench_pool.py --device cuda --devices 0 --submitters 1,4,16,32 --jobs 8,24,64,64 --out sweep.json
+    python benchmarks/pool/bench_pool.py --device cuda --devices 0 --submitters 16 --jobs 48 --pipeline-depth 1   # one at a time
+    python benchmarks/pool/bench_pool.py --device cuda --devices 0,1 --submitters 16 --jobs 128 --out 2gpu.json
     python benchmarks/pool/bench_pool.py --address $CUDA_AGENT_POOL --device cuda ...   # a served / Ray pool
-    python benchmarks/pool/bench_pool.py --device cpu --submitters 4 --jobs 12            # smoke run on a laptop
+    python benchmarks/pool/bench_pool.py --device cpu --submitters 1,3 --jobs 3 --timed-calls 5   # smoke run on a laptop
 
 Each job is the example diag_matmul solution (`--solution`, default <device>_fast) with its own
 model_new.py comment, so every job has its own candidate hash; `--fresh-kernels` also changes
 the kernel sources so every job compiles (compile/evaluation overlap). One warm-up job first
-(baselines, precompiled headers) is not measured. Reports evaluations per minute, the workers'
-busy fraction over the measured window, client-side latency percentiles and the verdicts.
+(baselines, precompiled headers) is not measured; the points of a sweep (`--submitters 1,4,16,32`)
+run one after the other on the same pool. Per point: evaluations per minute, the workers' busy
+fraction (time with a job in flight), the GPUs' own utilisation sampled through NVML (the fraction
+of time a kernel ran, per GPU; `null` without NVML), the time the device gate gave timed calls
+the device alone, client-side latency, and the median timeline of the verify stage.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ import asyncio
 import collections
 import json
 import os
+import re
 import statistics
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -67,10 +74,12 @@ async def submitter(pool, jobs: collections.deque, rows: list[dict]) -> None:
         while True:
             try:
                 result = await pool.evaluate(job)
-                verify = result.stages.get("verify")
+                verify, profile = result.stages.get("verify"), result.stages.get("profile")
                 rows.append({"latency_s": time.monotonic() - t0, "status": result.status.value,
                              "wall_s": result.wall_s, "stages": {k: v.duration_s or 0.0 for k, v in result.stages.items()},
-                             "phases": verify.log.splitlines()[-1] if verify and verify.log else ""})
+                             "verify_log": verify.log if verify and verify.log else "",
+                             "profile_log": profile.log if profile and profile.log else "",
+                             "device_log": result.stages["device"].log if "device" in result.stages else ""})
                 break
             except PoolOverloadedError:
                 await asyncio.sleep(0.5)  # back-pressure: retry later
@@ -87,46 +96,169 @@ def busy_s(status) -> float:
     return sum(w.busy_s for w in status.workers)
 
 
+class NvmlSampler:
+    """The GPUs' own utilisation (NVML: percent of time a kernel ran over the last sample period),
+    polled every `period_s` in a thread; no-op where NVML is missing (CPU runs)."""
+
+    def __init__(self, devices: list[int], period_s: float = 0.1) -> None:
+        self.period_s = period_s
+        self.handles: list = []
+        self.error: str | None = None
+        self.samples: list[tuple[float, list[int], list[int]]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            mapping = [int(x) for x in visible.split(",")] if visible and all(
+                x.strip().isdigit() for x in visible.split(",")) else None
+            self.nvml = pynvml
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(mapping[d] if mapping else d) for d in devices]
+        except Exception as exc:  # no pynvml (nvidia-ml-py), no driver: report null
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def start(self) -> None:
+        if self.handles:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                util = [self.nvml.nvmlDeviceGetUtilizationRates(h) for h in self.handles]
+                self.samples.append((time.monotonic(), [u.gpu for u in util], [u.memory for u in util]))
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+                return
+
+    def window(self, t0: float, t1: float) -> dict:
+        """Mean utilisation per GPU between two monotonic times."""
+        inside = [s for s in self.samples if t0 <= s[0] <= t1]
+        if not inside:
+            return {"gpu_util": None, "mem_util": None, "samples": 0, "error": self.error}
+        n = len(self.handles)
+        return {"gpu_util": [round(sum(s[1][i] for s in inside) / len(inside) / 100, 3) for i in range(n)],
+                "mem_util": [round(sum(s[2][i] for s in inside) / len(inside) / 100, 3) for i in range(n)],
+                "samples": len(inside), "error": self.error}
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def gate_totals(pool) -> tuple[float, int] | None:
+    """(seconds the gates gave timed calls the device alone, windows) of an in-process pool, else None."""
+    gates = [getattr(w, "gate", None) for w in getattr(pool, "workers", [])]
+    if not gates or any(g is None for g in gates):
+        return None
+    return sum(g.stats.exclusive_s for g in gates), sum(g.stats.exclusive_windows for g in gates)
+
+
+PHASE = re.compile(r"([a-z]+[0-9]*(?: prepared)?) ([0-9.]+)s")
+
+
+def phase_medians(rows: list[dict]) -> dict[str, float]:
+    """Median duration of each step of the verify stage (from its timeline: seconds since the stage began)."""
+    steps: dict[str, list[float]] = collections.defaultdict(list)
+    for row in rows:
+        line = next((x for x in row.get("verify_log", "").splitlines() if x.startswith("phases")), "")
+        marks = [(name, float(at)) for name, at in PHASE.findall(line.split(":", 1)[-1])]
+        last = 0.0
+        for name, at in marks:
+            key = re.sub(r"^(trial|timed|print)[0-9]+$", r"\1", name)
+            steps[key].append(at - last)
+            last = at
+        device = next((x for x in row.get("verify_log", "").splitlines() if x.startswith("device:")), "")
+        for name, pattern in (("reference (parent)", r"reference ([0-9.]+)s"), ("gate wait", r"gate ([0-9.]+)s"),
+                              ("alone (calibration + timed calls)", r"alone ([0-9.]+)s")):
+            m = re.search(pattern, device)
+            if m:
+                steps[name].append(float(m.group(1)))
+        m = re.search(r"timed loop ([0-9.]+) s, of which timed calls ([0-9.]+) s", row.get("profile_log", ""))
+        if m:
+            steps["timed loop"].append(float(m.group(1)))
+            steps["timed calls (events)"].append(float(m.group(2)))
+    # A step that repeats (trials) is summed per evaluation in "trial" x count; report the median per occurrence.
+    return {k: median(v) for k, v in steps.items()}
+
+
+async def measure_point(args: argparse.Namespace, pool, submitters: int, jobs_n: int, nvml: NvmlSampler,
+                        tag: str) -> dict:
+    jobs = collections.deque(make_jobs(args, jobs_n, tag))
+    before = await pool.status()
+    gate0 = gate_totals(pool)
+    rows: list[dict] = []
+    t0 = time.monotonic()
+    await asyncio.gather(*(submitter(pool, jobs, rows) for _ in range(submitters)))
+    t1 = time.monotonic()
+    wall = t1 - t0
+    after = await pool.status()
+    gate1 = gate_totals(pool)
+    latencies = [r["latency_s"] for r in rows]
+    workers = max(1, len(after.workers))
+    return {
+        "submitters": submitters, "jobs": len(rows), "fresh_kernels": args.fresh_kernels, "wall_s": round(wall, 2),
+        "evaluations_per_min": round(60 * len(rows) / wall, 2),
+        "busy_fraction": round((busy_s(after) - busy_s(before)) / (wall * workers), 3),
+        "nvml": nvml.window(t0, t1),
+        "alone_fraction": round((gate1[0] - gate0[0]) / (wall * workers), 3) if gate0 and gate1 else None,
+        "latency_s": {"mean": round(sum(latencies) / len(latencies), 3) if latencies else None,
+                      **{q: percentile(latencies, float(q[1:])) for q in ("p50", "p90", "p99")}},
+        "statuses": dict(collections.Counter(r["status"] for r in rows)),
+        "solo_reruns": sum("solo" in r.get("device_log", "") for r in rows),
+        # Per evaluation, inside the worker: where an evaluation spends its time.
+        "evaluation_s": {"median_wall": median([r["wall_s"] for r in rows if "wall_s" in r]),
+                         **{f"median_{stage}": median([r["stages"][stage] for r in rows if stage in r.get("stages", {})])
+                            for stage in ("compile", "verify", "baselines")}},
+        "verify_steps_median_s": phase_medians(rows),
+        "rejected_retries": after.rejected - before.rejected,
+        "sample_timelines": [r["verify_log"].splitlines()[-2:] for r in rows[len(rows) // 2:len(rows) // 2 + 2]
+                             if r.get("verify_log")],
+    }
+
+
 async def run(args: argparse.Namespace) -> dict:
     from cuda_agent.sandbox_pool.pool import LocalPoolConfig, connect_pool
 
+    submitters = [int(x) for x in str(args.submitters).split(",")]
+    jobs = [int(x) for x in str(args.jobs).split(",")]
+    if len(jobs) == 1:
+        jobs = jobs * len(submitters)
+    if len(jobs) != len(submitters):
+        raise SystemExit(f"--jobs {args.jobs}: give one number, or one per --submitters point ({len(submitters)})")
+    devices = [int(d) for d in args.devices.split(",")] if args.devices else [0]
     config = None
     if not args.address:
-        devices = [int(d) for d in args.devices.split(",")] if args.devices else None
-        config = LocalPoolConfig(device=args.device, devices=devices, cpu_workers=args.cpu_workers,
-                                 compile_workers=args.compile_workers, max_pending_jobs=max(64, 2 * args.submitters),
+        config = LocalPoolConfig(device=args.device, devices=devices if args.devices else None,
+                                 cpu_workers=args.cpu_workers, compile_workers=args.compile_workers,
+                                 max_pending_jobs=max(64, 2 * max(submitters)), pipeline_depth=args.pipeline_depth,
                                  worker_processes={"auto": None, "yes": True, "no": False}[args.worker_processes])
+    nvml = NvmlSampler(devices if args.device == "cuda" else [])
     async with connect_pool(args.address, config=config) as pool:
         t0 = time.monotonic()
         warm = await pool.evaluate(next(make_jobs(args, 1, "warmup")))
         warmup_s = time.monotonic() - t0
         if warm.status.value != "ok":
             raise SystemExit(f"warm-up job ended {warm.status.value}: {warm.error}")
-        jobs = collections.deque(make_jobs(args, args.jobs, "bench"))
-        before = await pool.status()
-        rows: list[dict] = []
-        t0 = time.monotonic()
-        await asyncio.gather(*(submitter(pool, jobs, rows) for _ in range(args.submitters)))
-        wall = time.monotonic() - t0
-        after = await pool.status()
-    latencies = [r["latency_s"] for r in rows]
-    workers = max(1, len(after.workers))
+        nvml.start()
+        points = []
+        for n, count in zip(submitters, jobs):
+            point = await measure_point(args, pool, n, count, nvml, f"s{n}")
+            points.append(point)
+            print(f"[bench_pool] {n:>3} submitters: {point['evaluations_per_min']:7.1f} evaluations/min, "
+                  f"busy {point['busy_fraction']}, GPU {point['nvml']['gpu_util']}, alone {point['alone_fraction']}, "
+                  f"latency p50 {point['latency_s']['p50']} s, {point['statuses']}", file=sys.stderr, flush=True)
+        nvml.stop()
+        status = await pool.status()
     return {
-        "device": args.device, "address": args.address or "embedded", "workers": [w.name for w in after.workers],
+        "device": args.device, "address": args.address or "embedded", "workers": [w.name for w in status.workers],
         "worker_processes": None if args.address else config.uses_worker_processes(),
-        "submitters": args.submitters, "jobs": len(rows), "fresh_kernels": args.fresh_kernels,
-        "timed_calls": args.timed_calls, "warmup_s": round(warmup_s, 2), "wall_s": round(wall, 2),
-        "evaluations_per_min": round(60 * len(rows) / wall, 2),
-        "busy_fraction": round((busy_s(after) - busy_s(before)) / (wall * workers), 3),
-        "latency_s": {q: percentile(latencies, float(q[1:])) for q in ("p50", "p90", "p99")},
-        "statuses": dict(collections.Counter(r["status"] for r in rows)),
-        # Per evaluation, inside the worker: where a slower evaluation spends its time.
-        "evaluation_s": {"median_wall": median([r["wall_s"] for r in rows if "wall_s" in r]),
-                         **{f"median_{stage}": median([r["stages"][stage] for r in rows if stage in r.get("stages", {})])
-                            for stage in ("compile", "verify", "baselines")}},
-        "rejected_retries": after.rejected - before.rejected,
-        # The verify stage's own timeline of a few evaluations (seconds since the stage began).
-        "sample_phases": [r["phases"] for r in rows[len(rows) // 2:len(rows) // 2 + 3] if r.get("phases")],
+        "pipeline_depth": None if args.address else config.depth(),
+        "timed_calls": args.timed_calls, "warmup_s": round(warmup_s, 2), "nvml_error": nvml.error,
+        "points": points,
     }
 
 
@@ -138,9 +270,11 @@ def main() -> None:
     parser.add_argument("--cpu-workers", type=int, default=1)
     parser.add_argument("--worker-processes", default="auto", choices=["auto", "yes", "no"],
                         help="Embedded pool: each worker in a process of its own (auto: with several GPUs).")
+    parser.add_argument("--pipeline-depth", type=int, default=None,
+                        help="Evaluations in flight per device (default: the pool's, 4 on cuda, 1 on cpu).")
     parser.add_argument("--compile-workers", type=int, default=8)
-    parser.add_argument("--submitters", type=int, default=16)
-    parser.add_argument("--jobs", type=int, default=160)
+    parser.add_argument("--submitters", default="16", help="Concurrent submitters; a comma list runs a sweep.")
+    parser.add_argument("--jobs", default="160", help="Jobs per point; one number, or one per --submitters point.")
     parser.add_argument("--timed-calls", type=int, default=30)
     parser.add_argument("--problem", default=None)
     parser.add_argument("--solution", default=None, help="Candidate folder (model_new.py + kernels/).")

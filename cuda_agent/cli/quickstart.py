@@ -17,6 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from cuda_agent.cli.contract import progress, require_device
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROBLEM = "diag_matmul"
 PROBLEM_FILE = {"cpu": "diag_matmul", "cuda": "diag_matmul_cuda"}  # sizes that suit each device
@@ -49,7 +51,7 @@ def _scripted_calls(device: str) -> list[tuple[str, dict]]:
     return calls
 
 
-async def _agent_session(device: str, root: Path, console: Console) -> Table:
+async def _agent_session(device: str, root: Path, console: Console) -> tuple[str, list]:
     from cuda_agent.sandbox_pool.harness import EvalJob, evaluate_job
     from cuda_agent.sandbox_pool.terminal.config import LocalSandboxConfig, create_sandbox
     from cuda_agent.sandbox_pool.workspace import create_workspace, read_candidate_files
@@ -58,34 +60,37 @@ async def _agent_session(device: str, root: Path, console: Console) -> Table:
     ws = create_workspace(_problem_src(device), root / "agent_session", device)
     console.rule(f"scripted agent session (local sandbox, workspace {ws})")
     sandbox = create_sandbox(LocalSandboxConfig(), ws)
-    await sandbox.start()
+    with progress("starting the local sandbox"):
+        await sandbox.start()
     session = ToolSession(sandbox)
     try:
         for name, args in _scripted_calls(device):
             shown = {k: (v if len(str(v)) < 60 else str(v)[:57] + "...") for k, v in args.items()}
             console.print(f"[bold cyan]> {name}[/bold cyan] {shown}")
-            obs = await call_tool(session, name, args)
+            with progress(f"tool call {name}"):
+                obs = await call_tool(session, name, args)
             text = obs.text.strip().splitlines()
             console.print("\n".join(text[:12]) + ("\n..." if len(text) > 12 else ""), markup=False, highlight=False)
     finally:
         await session.close()
         await sandbox.close()
-    result = await evaluate_job(EvalJob(problem_src=_problem_src(device), files=read_candidate_files(ws),
-                                        device=device, task_id="agent_session"))
-    return _table("final evaluation of the agent's workspace", [("agent_session", result)])
+    with progress("trusted evaluation of the agent's workspace (compile, verify, profile)"):
+        result = await evaluate_job(EvalJob(problem_src=_problem_src(device), files=read_candidate_files(ws),
+                                            device=device, task_id="agent_session"))
+    return "final evaluation of the agent's workspace", [("agent_session", result)]
 
 
-async def _sample_solutions(device: str, timed_calls: int, console: Console) -> Table:
+async def _sample_solutions(device: str, timed_calls: int, console: Console) -> tuple[str, list]:
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
 
     rows = []
     async with Evaluator(EvaluatorConfig(device=device)) as evaluator:
         for name in CANDIDATES[device]:
-            console.log(f"evaluating sample solution {name}")
             job = EvalJob(problem_src=_problem_src(device), files=_solution_files(device, name), device=device,
                           options=EvalOptions(timed_calls=timed_calls), task_id=name)
-            rows.append((name, await evaluator.evaluate(job)))
-    return _table(f"{PROBLEM}: sample solutions on {device}", rows)
+            with progress(f"evaluating sample solution {name} (compile, verify, profile)"):
+                rows.append((name, await evaluator.evaluate(job)))
+    return f"{PROBLEM}: sample solutions on {device}", rows
 
 
 def _table(title: str, rows: list) -> Table:
@@ -101,6 +106,8 @@ def _table(title: str, rows: list) -> Table:
 
 
 def run_quickstart(device: str, timed_calls: int, agent: bool = True) -> int:
+    """Exit code: 0 when every evaluation ran, 3 when any ended in an infrastructure failure."""
+    require_device(device)
     console = Console(width=max(Console().width, 150))
     root = Path(tempfile.mkdtemp(prefix="cuda_agent_quickstart_"))
     try:
@@ -110,6 +117,11 @@ def run_quickstart(device: str, timed_calls: int, agent: bool = True) -> int:
         tables.append(asyncio.run(_sample_solutions(device, timed_calls, console)))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    for table in tables:
-        console.print(table)
+    for title, rows in tables:
+        console.print(_table(title, rows))
+    infra = [name for _, rows in tables for name, result in rows if result.is_infra_failure]
+    if infra:
+        console.print(f"[red]infrastructure failure[/red] in {', '.join(infra)}: the evaluator could not run "
+                      "(see the note column); nothing was scored")
+        return 3
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -16,9 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cuda_agent.errors import CudaAgentError
-
-_err = Console(stderr=True)
+from cuda_agent.cli.contract import json_stdout, progress, require_device
+from cuda_agent.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:
@@ -37,13 +36,12 @@ def init(
 
     Example: cuda-agent init examples/problems/diag_matmul.py /tmp/ws --device cpu
     """
+    from cuda_agent.sandbox_pool.harness.problem import check_problem_source
     from cuda_agent.sandbox_pool.workspace import create_workspace
 
-    try:
-        path = create_workspace(problem.read_text(), directory, device, overwrite=overwrite)
-    except CudaAgentError as exc:
-        _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+    source = problem.read_text(encoding="utf-8")
+    check_problem_source(source, str(problem))
+    path = create_workspace(source, directory, device, overwrite=overwrite)
     typer.echo(f"workspace created at {path} (device {device}); next: write kernels/ and model_new.py, then "
                f"`cuda-agent eval {path}`")
 
@@ -56,31 +54,56 @@ def eval_cmd(
     timed_calls: int = typer.Option(30, "--timed-calls", help="Timed calls, each on fresh inputs."),
     no_profile: bool = typer.Option(False, "--no-profile", help="Verify only (no timing, no reward beyond 1)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the input draws (default: fresh)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Evaluate again even if this exact candidate, problem, "
+                                  "device, settings and software stack were evaluated before."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Evaluate in the pool at this address (a socket "
+                                       "path or ray://NAME); default $CUDA_AGENT_POOL, else an embedded evaluator."),
 ) -> None:
     """Evaluate the workspace's candidate: static check, compile, verify, profile, reward.
 
+    The static check runs first (a rejected candidate is answered at once, nothing started);
+    an unchanged candidate is answered from the result cache unless --no-cache.
     Exit code 0 whenever the evaluation ran (whatever the verdict), 2 for usage errors,
     3 for infrastructure failures. Example: cuda-agent eval /tmp/ws --json
     """
-    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, PrecisionPolicy, evaluate_job
+    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, PrecisionPolicy
+    from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
     from cuda_agent.sandbox_pool.workspace import read_candidate_files, read_problem, workspace_device
 
-    try:
-        dev = device or workspace_device(directory)
-        options = EvalOptions(precision_policy=PrecisionPolicy(policy), timed_calls=timed_calls,
-                              profile=not no_profile, seed=seed)
-        job = EvalJob(problem_src=read_problem(directory), files=read_candidate_files(directory), device=dev,
-                      options=options, task_id=str(directory))
-    except (CudaAgentError, ValueError) as exc:
-        _err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    result = asyncio.run(evaluate_job(job))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_public_json()) + "\n")
-    else:
-        Console(width=max(Console().width, 120)).print(result_table(result, title=str(directory)))
+    if policy not in {p.value for p in PrecisionPolicy}:
+        raise ConfigError(f"--precision-policy {policy!r} is not a policy; use paper, matched or strict")
+    dev = device or workspace_device(directory)
+    require_device(dev)
+    options = EvalOptions(precision_policy=PrecisionPolicy(policy), timed_calls=timed_calls,
+                          profile=not no_profile, seed=seed)
+    job = EvalJob(problem_src=read_problem(directory), files=read_candidate_files(directory), device=dev,
+                  options=options, task_id=str(directory))
+    address = pool or os.environ.get(ENV_ADDRESS) or None
+    with json_stdout(as_json) as stdout, progress(f"evaluating {directory} on {dev}"
+                                                   + (f" in the pool at {address}" if address else "")):
+        result = asyncio.run(_evaluate(job, address, use_cache=not no_cache))
+        if as_json:
+            stdout.write(json.dumps(result.to_public_json()) + "\n")
+    if not as_json:
+        console = Console(width=max(Console().width, 120))
+        console.print(result_table(result, title=str(directory)))
+        if result.failed_stage_log():
+            console.rule("log of the failed stage")
+            console.print(result.failed_stage_log(), markup=False, highlight=False)
     if result.status is EvalStatus.INFRA_ERROR:
         raise typer.Exit(3)
+
+
+async def _evaluate(job, address: str | None, *, use_cache: bool):  # noqa: ANN001, ANN202 - harness types load lazily
+    """In the pool at `address`, else a one-shot embedded evaluator (with its result cache)."""
+    if address:
+        from cuda_agent.sandbox_pool.pool import connect_pool
+
+        async with connect_pool(address) as pool:
+            return await pool.evaluate(job)
+    from cuda_agent.sandbox_pool.harness.oneshot import evaluate_oneshot
+
+    return await evaluate_oneshot(job, use_cache=use_cache)
 
 
 def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imported lazily

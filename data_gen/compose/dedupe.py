@@ -19,11 +19,22 @@ class Deduper:
     def __len__(self) -> int:
         return len(self._seen)
 
+    def keys(self) -> frozenset[str]:
+        """Normal-form hashes seen so far."""
+        return frozenset(self._seen)
+
+    @staticmethod
+    def key(source: str) -> str | None:
+        """Normal-form hash of `source` (None if it does not parse)."""
+        try:
+            return normalized_hash(source)
+        except SyntaxError:
+            return None
+
     def add(self, source: str) -> bool:
         """Record `source`; True if it was new. A source that does not parse counts as new."""
-        try:
-            key = normalized_hash(source)
-        except SyntaxError:
+        key = self.key(source)
+        if key is None:
             return True
         if key in self._seen:
             return False

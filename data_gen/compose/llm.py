@@ -1,13 +1,15 @@
 """LLM composer: an OpenAI-compatible endpoint (vLLM, SGLang, a hosted API) stacks 2-5 torch seeds.
 
 Plain HTTP (urllib, no SDK): ``POST {base_url}/chat/completions``. A reply that holds no
-```python block or whose code is not KernelBench format is skipped (the model's mistake); an
+```python block, does not parse, is not KernelBench format or imports anything but torch is
+skipped and counted by reason (`parse_reply`; the model's mistake); an
 endpoint that cannot be reached raises InfraError, a 4xx reply ConfigError (bad model name or
 key) - both after `retries` attempts.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -94,20 +96,46 @@ def extract_code(text: str) -> str | None:
     return text.strip() + "\n" if "class Model" in text else None
 
 
-def _attempt(client: ChatClient, seeds: Sequence[Task], *, device: Device, window_ms: tuple[float, float],
-             rng_seed: int, model_name: str) -> Task | None:
-    names = [s.name for s in seeds]
-    reply = client.complete(composer_messages([(s.name, s.source) for s in seeds], device=device, window_ms=window_ms))
-    code = extract_code(reply)
-    if code is None:
-        logger.info("LLM reply for %s holds no code block", names)
-        return None
+ALLOWED_IMPORTS = ("torch", "math")
+"""Top-level modules a composed task may import (the prompt allows torch, torch.nn, torch.nn.functional)."""
+
+
+def invalid_reason(code: str) -> str | None:
+    """Why `code` is not a usable task (a reason name), or None when it is."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return "syntax_error"
     try:
         check_source(code)
-        key = normalized_hash(code)
-    except (ProblemError, SyntaxError) as exc:
-        logger.info("LLM task for %s rejected: %s", names, exc)
-        return None
+    except ProblemError:
+        return "not_kernelbench_format"
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(name.split(".", 1)[0] not in ALLOWED_IMPORTS for name in names):
+            return "disallowed_import"
+    return None
+
+
+def parse_reply(reply: str) -> tuple[str | None, str | None]:
+    """(code, None) for a usable reply, else (None, reason): no_code_block, syntax_error, ..."""
+    code = extract_code(reply)
+    if code is None:
+        return None, "no_code_block"
+    reason = invalid_reason(code)
+    return (None, reason) if reason else (code, None)
+
+
+def _attempt(client: ChatClient, seeds: Sequence[Task], *, device: Device, window_ms: tuple[float, float],
+             rng_seed: int, model_name: str) -> Task | str:
+    names = [s.name for s in seeds]
+    reply = client.complete(composer_messages([(s.name, s.source) for s in seeds], device=device, window_ms=window_ms))
+    code, reason = parse_reply(reply)
+    if code is None:
+        logger.info("LLM reply for %s rejected: %s", names, reason)
+        return reason or "invalid"
+    key = normalized_hash(code)
     return Task(
         id=content_id("llm", key), name="_".join(names)[:120], source=code, ops=[s.ops[0] for s in seeds],
         kind=TaskKind.FUSED, level=2,
@@ -118,14 +146,14 @@ def _attempt(client: ChatClient, seeds: Sequence[Task], *, device: Device, windo
 
 def compose_with_llm(seeds: Sequence[Task], endpoint: EndpointConfig, *, seed: int, device: Device,
                      window_ms: tuple[float, float], min_ops: int = 2, max_ops: int = 5,
-                     start: int = 0) -> Iterator[Task | None]:
-    """An endless stream of attempts (None = the reply was unusable); attempt `i` samples with rng ``f"{seed}:{i}"``."""
+                     start: int = 0) -> Iterator[Task | str]:
+    """An endless stream of attempts (a str names why the reply was unusable); attempt `i` samples with rng ``f"{seed}:{i}"``."""
     pool = [s for s in seeds if s.provenance.library == "torch"]
     if len(pool) < min_ops:
         raise ConfigError(f"the LLM composer needs at least {min_ops} torch seeds, got {len(pool)}: run crawl first")
     client = ChatClient(endpoint)
 
-    def one(index: int) -> Task | None:
+    def one(index: int) -> Task | str:
         rng = random.Random(f"{seed}:{index}")
         chosen = rng.sample(pool, rng.randint(min_ops, min(max_ops, len(pool))))
         return _attempt(client, chosen, device=device, window_ms=window_ms, rng_seed=seed, model_name=endpoint.model)

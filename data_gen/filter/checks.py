@@ -1,9 +1,11 @@
 """The filter's checks, run inside one throw-away task process (see `isolation.py`).
 
-Order (the first failure is the verdict): load -> eager run -> finite -> deterministic ->
-not constant -> distinguishable across inputs -> eager time in the window -> torch.compile
-runs and matches eager. The eager phase holds the device's timing lock; compilation does not,
-so other task processes can compile while one times.
+Order (the first failure is the verdict): load -> eager run (no in-place write to an input, no
+random numbers) -> finite -> deterministic -> no constant and no fixed tensor passes the
+evaluator's comparison on every input draw (`hack.py`) -> every input matters -> every
+operation of forward matters (`ablation.py`) -> eager time in the window -> torch.compile runs
+and matches eager. Only the timing holds the device's timing lock; the other checks and
+compilation do not, so other task processes can work while one times.
 """
 
 from __future__ import annotations
@@ -70,20 +72,6 @@ def _all_close(xs: Sequence[Any], ys: Sequence[Any], atol: float, rtol: float) -
     return len(xs) == len(ys) and all(_close(x, y, atol, rtol) for x, y in zip(xs, ys))
 
 
-def _constant_match(out: Any, atol: float, rtol: float) -> str | None:
-    """Name of a constant that matches `out` within tolerance, or None."""
-    import torch
-
-    if out.numel() <= 1:
-        return None  # a scalar is judged by the across-inputs check
-    values = out.detach().double()
-    candidates = {"zero": 0.0, "mean": values.mean().item(), "median": values.flatten().median().item()}
-    for name, constant in candidates.items():
-        if torch.allclose(values, torch.full_like(values, constant), atol=atol, rtol=rtol):
-            return name
-    return None
-
-
 def _to(value: Any, device: str) -> Any:
     import torch
 
@@ -119,6 +107,7 @@ class _TaskRun:
     """State of one task inside its process."""
 
     def __init__(self, source: str, config: FilterConfig, device: str) -> None:
+        self.source = source
         self.config = config
         self.device = device
         self.sync = _synchronizer(device)
@@ -131,31 +120,46 @@ class _TaskRun:
         except ProblemError as exc:
             raise Rejected(Criterion.LOAD_ERROR, str(exc)) from exc
 
-    def _draw(self, seed: int) -> list[Any]:
+    def draw(self, seed: int) -> list[Any]:
+        """The inputs of `get_inputs()` under `seed`, on the task's device."""
         import torch
 
-        torch.manual_seed(seed)
-        with torch.device(self.device):  # draw GPU-sized inputs on the GPU, not on a shared CPU
-            return [_to(x, self.device) for x in self.module.get_inputs()]
+        try:
+            torch.manual_seed(seed)
+            with torch.device(self.device):  # draw GPU-sized inputs on the GPU, not on a shared CPU
+                return [_to(x, self.device) for x in self.module.get_inputs()]
+        except (torch.OutOfMemoryError, MemoryError) as exc:
+            raise Rejected(Criterion.OUT_OF_MEMORY, f"{type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # the task's own code failed
+            raise Rejected(Criterion.LOAD_ERROR, f"get_inputs() failed: {type(exc).__name__}: {exc}") from exc
+
+    def build(self, module: Any) -> Any:
+        """`module.Model(*get_init_inputs())` on the device, parameters seeded by the config's seed."""
+        import torch
+
+        torch.manual_seed(self.config.seed)
+        with torch.device(self.device):
+            return module.Model(*module.get_init_inputs()).to(self.device)
 
     def _instantiate(self) -> tuple[Any, list[Any], list[Any]]:
         import torch
 
         try:
-            torch.manual_seed(self.config.seed)
-            with torch.device(self.device):
-                model = self.module.Model(*self.module.get_init_inputs()).to(self.device)
-            return model, self._draw(self.config.seed), self._draw(self.config.seed + 1)
+            model = self.build(self.module)
         except (torch.OutOfMemoryError, MemoryError) as exc:
             raise Rejected(Criterion.OUT_OF_MEMORY, f"{type(exc).__name__}: {exc}") from exc
         except Exception as exc:  # the task's own code failed
             raise Rejected(Criterion.LOAD_ERROR, f"{type(exc).__name__}: {exc}") from exc
+        return model, self.draw(self.config.seed), self.draw(self.config.seed + 1)
 
     def run(self, model: Any, inputs: Sequence[Any], criterion: Criterion = Criterion.EAGER_ERROR) -> list[Any]:
+        return self._guard(lambda: model(*inputs), criterion)
+
+    def _guard(self, call: Callable[[], Any], criterion: Criterion) -> list[Any]:
         import torch
 
         try:
-            out = model(*inputs)
+            out = call()
             self.sync()
         except Rejected:
             raise
@@ -174,28 +178,112 @@ def _check_finite(outputs: Sequence[Any]) -> None:
             raise Rejected(Criterion.NON_FINITE, "output holds NaN or Inf")
 
 
-def eager_checks(run: _TaskRun) -> tuple[list[Any], float]:
-    """Every check on the eager model; returns its outputs on the first draw and the median eager time."""
+def _matches(out: Sequence[Any], ref: Sequence[Any], config: FilterConfig) -> bool:
+    """The evaluator's own comparison (sandbox_pool/harness/compare.py)."""
+    from cuda_agent.sandbox_pool.harness.compare import compare_outputs
+
+    return compare_outputs(list(out), list(ref), config.atol, config.rtol) is None
+
+
+def _probed_run(run: _TaskRun) -> list[Any]:
+    """The first eager forward, under the RNG and in-place-write probes."""
+    from cuda_agent.data_gen.filter.probes import probe_forward
+
+    found: list[Any] = []
+
+    def call() -> Any:
+        out, probe = probe_forward(lambda: run.model(*run.inputs_a), run.inputs_a, run.device)
+        found.append(probe)
+        return out
+
+    out_a = run._guard(call, Criterion.EAGER_ERROR)
+    probe = found[0]
+    if probe.mutated_inputs:
+        raise Rejected(Criterion.INPUT_MUTATION, f"forward writes into input(s) {probe.mutated_inputs} in place")
+    if probe.rng_ops or probe.rng_state_changed:
+        what = ", ".join(sorted(set(probe.rng_ops))) or "the global random generator (manual_seed?)"
+        raise Rejected(Criterion.RNG_IN_FORWARD, f"forward draws random numbers: {what}")
+    return out_a
+
+
+def _hack_checks(run: _TaskRun, out_a: list[Any], out_b: list[Any]) -> None:
+    from cuda_agent.data_gen.filter.hack import find_hack
+
     c = run.config
-    out_a = run.run(run.model, run.inputs_a)
+    draws = [out_a, out_b]
+    for index in range(2, c.draws):
+        outputs = run.run(run.model, run.draw(c.seed + index))
+        _check_finite(outputs)
+        draws.append(outputs)
+    if (hack := find_hack(draws, c.atol, c.rtol)) is not None:
+        criterion = Criterion.CONSTANT_OUTPUT if hack.kind == "constant" else Criterion.INDISTINGUISHABLE
+        raise Rejected(criterion, hack.detail)
+
+
+def _dead_inputs(run: _TaskRun, out_a: list[Any]) -> None:
+    import torch
+
+    tensors = [i for i, x in enumerate(run.inputs_a) if isinstance(x, torch.Tensor)]
+    if len(tensors) < 2:
+        return  # a single input is judged by the hackability checks
+    for i in tensors:
+        mixed = list(run.inputs_a)
+        mixed[i] = run.inputs_b[i]
+        try:
+            out = run.run(run.model, mixed)
+        except Rejected:
+            continue  # the other draw does not fit: the input's values matter to the shapes
+        if _matches(out, out_a, run.config):
+            raise Rejected(Criterion.DEAD_INPUT, f"input {i} of {len(run.inputs_a)} does not change the output: "
+                                                 "replacing it by another draw stays within tolerance")
+
+
+def _dead_operators(run: _TaskRun, out_a: list[Any], out_b: list[Any]) -> None:
+    import torch
+
+    from cuda_agent.data_gen.filter.ablation import ablations
+
+    state = run.model.state_dict()
+    for ablation in ablations(run.source, run.config.max_ablations):
+        try:
+            module = import_source(ablation.source)
+            model = run.build(module)
+            model.load_state_dict(state, strict=False)
+            variant_a = run.run(model, run.inputs_a)
+            variant_b = run.run(model, run.inputs_b)
+        except Exception:  # noqa: BLE001 - the variant does not load or run: the operation matters
+            continue
+        if _matches(variant_a, out_a, run.config) and _matches(variant_b, out_b, run.config):
+            raise Rejected(Criterion.DEAD_OPERATOR, f"removing `{ablation.removed}` (line {ablation.line}) leaves the "
+                                                    "output within tolerance on two input draws")
+
+
+def semantic_checks(run: _TaskRun) -> list[Any]:
+    """Every check on what the eager model computes; returns its outputs on the first draw."""
+    c = run.config
+    out_a = _probed_run(run)
     _check_finite(out_a)
     again = run.run(run.model, run.inputs_a)
     if not _all_close(out_a, again, c.det_atol, c.det_rtol):
         raise Rejected(Criterion.NONDETERMINISTIC, "two runs on the same inputs differ")
     out_b = run.run(run.model, run.inputs_b)
     _check_finite(out_b)
-    for out in (*out_a, *out_b):
-        if (name := _constant_match(out, c.atol, c.rtol)) is not None:
-            raise Rejected(Criterion.CONSTANT_OUTPUT, f"the constant {name} matches an output within tolerance")
-    if _all_close(out_a, out_b, c.atol, c.rtol):
-        raise Rejected(Criterion.INDISTINGUISHABLE, "outputs for two input draws match within tolerance")
+    _hack_checks(run, out_a, out_b)
+    _dead_inputs(run, out_a)
+    _dead_operators(run, out_a, out_b)
+    return out_a
+
+
+def timing_check(run: _TaskRun) -> float:
+    """The median eager time; raises when it is outside the window."""
+    c = run.config
     eager_ms = time_ms(lambda: run.model(*run.inputs_a), run.sync, c)
     lo, hi = c.window_ms
     if eager_ms < lo:
         raise Rejected(Criterion.TOO_FAST, f"eager {eager_ms:.4g} ms < {lo} ms", eager_ms)
     if eager_ms > hi:
         raise Rejected(Criterion.TOO_SLOW, f"eager {eager_ms:.4g} ms > {hi} ms", eager_ms)
-    return out_a, eager_ms
+    return eager_ms
 
 
 def compile_check(run: _TaskRun, reference: Sequence[Any]) -> float:
@@ -210,7 +298,7 @@ def compile_check(run: _TaskRun, reference: Sequence[Any]) -> float:
         raise Rejected(Criterion.COMPILE_ERROR, f"{type(exc).__name__}: {exc}") from exc
     out = run.run(compiled, run.inputs_a, Criterion.COMPILE_ERROR)
     elapsed = time.perf_counter() - start
-    if not _all_close(reference, out, c.atol, c.rtol):
+    if not _matches(out, reference, c):
         raise Rejected(Criterion.COMPILE_MISMATCH, "compiled output differs from eager beyond tolerance")
     return elapsed
 
@@ -231,8 +319,13 @@ def _setup(config: FilterConfig, device: str) -> None:
         inductor_config.compile_threads = config.compile_threads
 
 
-def evaluate(task_id: str, source: str, config: FilterConfig, device: str, lock_path: str | None) -> FilterResult:
-    """Run every check on one task in this process; never raises for the task's own failures."""
+def evaluate(task_id: str, source: str, config: FilterConfig, device: str, lock_path: str | None,
+             notify: Callable[[str], None] = lambda phase: None) -> FilterResult:
+    """Run every check on one task in this process; never raises for the task's own failures.
+
+    `notify(phase)` tells the parent when the task starts waiting for the device's timing lock
+    ("waiting_for_lock"), gets it ("locked") and releases it ("unlocked").
+    """
     import torch
 
     start = time.perf_counter()
@@ -241,9 +334,13 @@ def evaluate(task_id: str, source: str, config: FilterConfig, device: str, lock_
     try:
         with torch.no_grad():
             run = _TaskRun(source, config, device)
+            reference = semantic_checks(run)
+            run.inputs_b = []  # free the second draw before timing and compiling
+            notify("waiting_for_lock")  # the parent does not count the wait against the task's timeout
             with device_lock(lock_path):
-                reference, result.eager_ms = eager_checks(run)
-            run.inputs_b = []  # free the second draw before compiling
+                notify("locked")
+                result.eager_ms = timing_check(run)
+            notify("unlocked")
             if config.compile:
                 result.compile_s = compile_check(run, reference)
         result.kept = True
@@ -264,6 +361,6 @@ def child_main(connection: Any, task_id: str, source: str, config_json: str, dev
 
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    result = evaluate(task_id, source, config, device, lock_path)
+    result = evaluate(task_id, source, config, device, lock_path, notify=lambda phase: connection.send(("phase", phase)))
     connection.send(result.model_dump_json())
     connection.close()

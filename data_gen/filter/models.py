@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -11,6 +12,8 @@ from cuda_agent.data_gen.models import Device
 
 DEFAULT_WINDOWS_MS: dict[str, tuple[float, float]] = {"cuda": (1.0, 100.0), "cpu": (0.01, 2000.0)}
 """Eager-time windows: the paper's [1, 100] ms on a GPU; a wide CPU window for tests and laptops."""
+CHECKS_VERSION = 2
+"""Bumped when the checks change meaning: verdicts of an older version are judged again."""
 
 
 class Criterion(str, enum.Enum):
@@ -22,12 +25,20 @@ class Criterion(str, enum.Enum):
     """The eager forward raises, or returns something other than tensors."""
     NON_FINITE = "non_finite"
     """The output holds NaN or Inf."""
+    INPUT_MUTATION = "input_mutation"
+    """forward writes into one of its inputs in place."""
+    RNG_IN_FORWARD = "rng_in_forward"
+    """forward draws random numbers (randn, dropout, rand_like, manual_seed, ...), seeded or not."""
     NONDETERMINISTIC = "nondeterministic"
     """Two runs on the same inputs differ (beyond det_atol / det_rtol)."""
     CONSTANT_OUTPUT = "constant_output"
-    """A constant tensor (0, the mean or the median) matches the output within atol / rtol."""
+    """One constant (scalars included) passes the evaluator's comparison on every input draw."""
     INDISTINGUISHABLE = "indistinguishable"
-    """Outputs for two different input draws match within atol / rtol."""
+    """One fixed tensor passes the evaluator's comparison on every input draw (outputs spread less than the tolerance)."""
+    DEAD_INPUT = "dead_input"
+    """Replacing one input by another draw leaves the output within tolerance."""
+    DEAD_OPERATOR = "dead_operator"
+    """Removing one operation of forward leaves the output within tolerance (the composer re-draws the task)."""
     TOO_FAST = "too_fast"
     """Median eager time below the window."""
     TOO_SLOW = "too_slow"
@@ -65,7 +76,9 @@ class FilterConfig(BaseModel):
     min_runs: int = Field(5, ge=1, description="Fewest timed eager runs.")
     max_runs: int = Field(50, ge=1, description="Most timed eager runs.")
     min_time_s: float = Field(0.2, ge=0, description="Keep timing until this much time was measured (or max_runs).")
-    seed: int = Field(0, description="Seed of the model's parameters and the first input draw (the second uses seed + 1).")
+    seed: int = Field(0, description="Seed of the model's parameters and the first input draw (draw i uses seed + i).")
+    draws: int = Field(5, ge=2, le=50, description="Input draws of the hackability checks (the evaluator's correctness trials).")
+    max_ablations: int = Field(16, ge=0, description="Most operations of forward removed one at a time by the dead-operator check.")
     workers: int | None = Field(
         None, ge=1,
         description="Concurrent task processes: per GPU on 'cuda' (default min(8, cores / (2 x GPUs))), in total on 'cpu' (default 1).",
@@ -83,6 +96,21 @@ class FilterConfig(BaseModel):
 
             raise ConfigError(f"empty eager-time window [{lo}, {hi}] ms: min_ms must be below max_ms")
         return self
+
+    def settings_key(self) -> str:
+        """Digest of every setting that can change a verdict (not parallelism or placement)."""
+        import hashlib
+
+        relevant = self.model_dump(exclude={"workers", "devices", "threads_per_worker", "compile_threads"})
+        relevant["window_ms"] = self.window_ms
+        relevant["checks_version"] = CHECKS_VERSION
+        return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def task_key(self, source: str) -> str:
+        """Cache key of one task's verdict: the task's source and these settings."""
+        import hashlib
+
+        return hashlib.sha256(f"{self.settings_key()}\x1f{source}".encode()).hexdigest()[:16]
 
     @property
     def window_ms(self) -> tuple[float, float]:
@@ -105,6 +133,8 @@ class FilterResult(BaseModel):
     duration_s: float = Field(0.0, description="Wall time of the task's process, s.")
     device: str = Field("", description="Device the task ran on, e.g. 'cuda:0' or 'cpu'.")
     host: str = Field("", description="Host name of the worker.")
+    cache_key: str | None = Field(None, description="FilterConfig.task_key of the judged source and settings; a "
+                                                    "verdict is reused on a rerun only when it matches.")
 
 
 class HistogramBin(BaseModel):
@@ -146,7 +176,11 @@ class FilterReport(BaseModel):
     processed: int = Field(description="Tasks run by this invocation (the rest were resumed from results.jsonl).")
     infra_errors: int = Field(0, description="Tasks not judged because the machinery failed; retried on the next run.")
     wall_s: float = Field(description="Wall time of this invocation, s.")
-    tasks_per_minute: float = Field(description="processed / wall minutes.")
+    tasks_per_minute: float = Field(description="processed / wall minutes of the last invocation that judged tasks "
+                                                "(a rerun that judged nothing keeps the previous figure).")
+    throughput_from_previous_run: bool = Field(False, description="True when tasks_per_minute, wall_s and "
+                                                                  "parallel_slots were carried over from report.json.")
+    rejudged: int = Field(0, description="Tasks judged again because their source or the settings changed.")
     parallel_slots: int = Field(description="Concurrent task processes.")
     devices: list[str] = Field(description="Devices used.")
     recheck: RecheckReport | None = Field(None, description="Second-run stability, when requested.")

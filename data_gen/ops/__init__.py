@@ -24,6 +24,8 @@ from cuda_agent.data_gen.ops.base import (
 from cuda_agent.errors import ConfigError
 
 LIBRARIES = ("torch", "transformers")
+DEFAULT_SIZE = "small"
+"""Size preset of `crawl` and `compose` when none is given (the CPU one; `pipeline` picks large on cuda)."""
 
 
 def catalog(libraries: Iterable[str] = LIBRARIES) -> list[OpTemplate]:
@@ -53,6 +55,7 @@ def by_key(libraries: Iterable[str] = LIBRARIES) -> dict[str, OpTemplate]:
 
 
 __all__ = [
+    "DEFAULT_SIZE",
     "LIBRARIES",
     "SIZE_PRESETS",
     "Category",

@@ -109,7 +109,7 @@ def _config_mlps() -> list[OpTemplate]:
 
 def _other_mlps() -> list[OpTemplate]:
     return [
-        hf_op("models.gpt2.GPT2MLP", {"mlp": "GPT2MLP({intermediate_size}, GPT2Config(n_embd={hidden_size}))"},
+        hf_op("models.gpt2.GPT2MLP", {"mlp": "GPT2MLP({intermediate_size}, GPT2Config(n_embd={hidden_size}, resid_pdrop=0.0))"},
               "{m_mlp}({x})", ("from transformers.models.gpt2.modeling_gpt2 import GPT2MLP",
                                "from transformers import GPT2Config"),
               category=C.OTHER, params=("hidden_size", "intermediate_size")),
@@ -194,7 +194,7 @@ def _plain_attention() -> list[OpTemplate]:
     heads = "hidden_size={hidden_size}, num_attention_heads={num_heads}"
     return [
         attn("gpt2", "GPT2Attention", "GPT2Config", "n_embd={hidden_size}, n_head={num_heads}, "
-             "attn_implementation='eager'", ", layer_idx=0"),
+             "attn_pdrop=0.0, resid_pdrop=0.0, attn_implementation='eager'", ", layer_idx=0"),  # no dropout
         attn("bert", "BertSelfAttention", "BertConfig", heads + ", attention_probs_dropout_prob=0.0, "
              "attn_implementation='eager'"),
         attn("clip", "CLIPAttention", "CLIPVisionConfig", heads + ", attn_implementation='eager'"),

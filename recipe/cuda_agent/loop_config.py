@@ -61,6 +61,12 @@ class CudaAgentLoopConfig(BaseModel):
         None, description="If set, the final candidate files of each trajectory are saved here for re-scoring."
     )
     skill_path: str = Field(str(DEFAULT_SKILL_PATH), description="SKILL.md put at the head of the system prompt.")
+    trajectory_dir: str | None = Field(
+        None,
+        description="If set, every finished trajectory (training and validation) is written here as a "
+        "trajectory record (cuda_agent.recipe.records, one parquet shard each): the input of RFT and value "
+        "pre-training.",
+    )
 
 
 def loop_config_from_kwargs(kwargs: Mapping[str, Any]) -> CudaAgentLoopConfig:

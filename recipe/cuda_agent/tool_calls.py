@@ -72,6 +72,26 @@ def _coerce_structured(arguments: dict[str, Any], raw_schema: dict[str, Any] | N
     return coerced
 
 
+def validate_call(
+    name: str, arguments_json: str | None, call_id: str | None, raw_schemas: dict[str, dict[str, Any]]
+) -> ParsedCall:
+    """A call as generated (tool name, arguments as JSON text) checked against our raw schemas by name.
+
+    Shared by the token-level parser path and chat-completions tool calls (the runner), so a
+    model's defective call reads the same to it in training and in evaluation.
+    """
+    if name not in raw_schemas:
+        known = ", ".join(sorted(raw_schemas))
+        return ParsedCall(name=name, call_id=call_id, error=f"Unknown tool '{name}'. Available tools: {known}.")
+    try:
+        arguments = json.loads(arguments_json)  # type: ignore[arg-type]
+    except (json.JSONDecodeError, TypeError) as exc:
+        return ParsedCall(name=name, call_id=call_id, error=f"Arguments of '{name}' are not valid JSON: {exc}.")
+    if not isinstance(arguments, dict):
+        return ParsedCall(name=name, call_id=call_id, error=f"Arguments of '{name}' must be a JSON object.")
+    return ParsedCall(name=name, call_id=call_id, arguments=_coerce_structured(arguments, raw_schemas[name]))
+
+
 def _start_marker(parser: ToolParser) -> str | None:
     return getattr(parser, "tool_call_start_token", None)
 
@@ -92,16 +112,7 @@ class ToolCallExtractor:
         return content, calls
 
     def _validate(self, name: str, arguments_json: str, call_id: str | None) -> ParsedCall:
-        if name not in self.raw_schemas:
-            known = ", ".join(sorted(self.raw_schemas))
-            return ParsedCall(name=name, call_id=call_id, error=f"Unknown tool '{name}'. Available tools: {known}.")
-        try:
-            arguments = json.loads(arguments_json)
-        except (json.JSONDecodeError, TypeError) as exc:
-            return ParsedCall(name=name, call_id=call_id, error=f"Arguments of '{name}' are not valid JSON: {exc}.")
-        if not isinstance(arguments, dict):
-            return ParsedCall(name=name, call_id=call_id, error=f"Arguments of '{name}' must be a JSON object.")
-        return ParsedCall(name=name, call_id=call_id, arguments=_coerce_structured(arguments, self.raw_schemas[name]))
+        return validate_call(name, arguments_json, call_id, self.raw_schemas)
 
     def _unparsed(self, token_ids: list[int], parsed: int) -> list[ParsedCall]:
         marker = _start_marker(self.parser)

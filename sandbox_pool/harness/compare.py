@@ -7,6 +7,7 @@ elementwise bound, so a timed output can be checked without shipping it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -77,6 +78,52 @@ def _compare_one(o: Any, r: Any, atol: float, rtol: float) -> str | None:
         f"worst at flat index {idx}: got {flat_o[idx].item():.6g}, expected {flat_r[idx].item():.6g}; "
         f"max abs diff {float(diff.max()):.4g}"
     )
+
+
+INFLUENCE_THRESHOLD = 0.25
+"""The candidate's response to an influence perturbation may miss at most this fraction of the
+reference's response energy: sum((dc - dr)^2) <= 0.25 * sum(dr^2) (+ rounding allowance).
+A kernel that ignores half its input (strided, first half) misses ~50-100%."""
+INFLUENCE_ULPS = 128
+"""Rounding allowance of each output element, in units of its dtype's epsilon times |ref| + |ref'|."""
+
+
+def influence_mismatch(out: list[Any], out_twin: list[Any], ref: list[Any], ref_twin: list[Any],
+                       fraction: float) -> tuple[str | None, list[float]]:
+    """Whether the candidate's outputs move with its inputs the way the reference's do.
+
+    `out`/`ref` are the candidate's and the reference's outputs on a draw, `*_twin` on the
+    same draw with the values at a random `fraction` of positions exchanged. With
+    dr = ref_twin - ref and dc = out_twin - out, per floating output, the residual energy
+    sum((dc - dr)^2) must stay below INFLUENCE_THRESHOLD * sum(dr^2) plus a rounding allowance
+    (INFLUENCE_ULPS epsilons of |ref| + |ref_twin| per element). An honest kernel's rounding is
+    far below the reference's response whatever its summation order; a kernel that never reads
+    some inputs, or returns an expectation, misses the part of the response they carry.
+    Returns (mismatch report or None, the residual ratio of each floating output).
+    """
+    ratios: list[float] = []
+    for i, (a, b, ra, rb) in enumerate(zip(out, out_twin, ref, ref_twin)):
+        if not all(isinstance(x, torch.Tensor) for x in (a, b, ra, rb)) or not ra.is_floating_point():
+            continue
+        if a.shape != ra.shape or b.shape != rb.shape:
+            continue  # the elementwise check reports it
+        ra64, rb64 = ra.detach().to(torch.float64), rb.detach().to(torch.float64)
+        dr = rb64 - ra64
+        dc = b.detach().to(torch.float64) - a.detach().to(torch.float64)
+        finite = torch.isfinite(dr) & torch.isfinite(dc)
+        dr, dc = dr[finite], dc[finite]
+        noise = torch.finfo(ra.dtype).eps * INFLUENCE_ULPS * (ra64.abs() + rb64.abs())[finite]
+        response, residual, allowance = float(dr.pow(2).sum()), float((dc - dr).pow(2).sum()), float(noise.pow(2).sum())
+        ratio = residual / response if response > 0 else 0.0
+        ratios.append(ratio)
+        if residual > INFLUENCE_THRESHOLD * response + allowance:
+            moved = float(dc.pow(2).sum())
+            return (f"output {i} does not follow its inputs: exchanging the values at {fraction:.0%} of the input "
+                    f"positions moved the reference's output by rms {math.sqrt(response / max(dr.numel(), 1)):.4g} "
+                    f"and the candidate's by rms {math.sqrt(moved / max(dc.numel(), 1)):.4g}, missing "
+                    f"{min(ratio, 99.0):.0%} of the reference's change (at most {INFLUENCE_THRESHOLD:.0%} allowed): "
+                    "a kernel that skips or subsamples input elements, or returns an expectation, does this"), ratios
+    return None, ratios
 
 
 SAMPLES = 2048

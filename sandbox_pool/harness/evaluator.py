@@ -30,7 +30,8 @@ from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extensio
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
 from cuda_agent.sandbox_pool.harness.clock import too_fast
-from cuda_agent.sandbox_pool.harness.compare import compare_outputs, fingerprint_mismatch
+from cuda_agent.sandbox_pool.harness.compare import compare_outputs, fingerprint_mismatch, influence_mismatch
+from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Lease, Preempted
 from cuda_agent.sandbox_pool.harness.models import (
     EvalJob,
     EvalResult,
@@ -53,6 +54,14 @@ logger = logging.getLogger(__name__)
 
 HARNESS_VERSION = "1"
 
+NEIGHBOUR_SENSITIVE = frozenset({EvalStatus.CRASH, EvalStatus.LOAD_ERROR, EvalStatus.TIMEOUT})
+"""Verdicts another evaluation on the same device could have caused (its memory, its share of the
+device): reached while other children were alive, they are confirmed by a solo re-run (gate.py)."""
+SHARED_ATTEMPTS = 3
+"""Attempts of one evaluation that other evaluations preempt before it runs solo."""
+POLL_S = 0.05
+"""How often a waiting session looks whether it was preempted."""
+
 
 class EvaluatorConfig(BaseModel):
     """Configuration of one trusted evaluation worker."""
@@ -65,16 +74,26 @@ class EvaluatorConfig(BaseModel):
     isolate: bool = Field(True, description="Run candidates in a user+network namespace.")
     cpu_memory_limit_mb: int = Field(16384, description="Address-space limit of a CPU candidate child.")
     baseline_timeout_s: float = Field(900.0, description="Limit for measuring one baseline (torch.compile included).")
+    pipeline_depth: int = Field(
+        1, ge=1, le=32, description="Evaluations in flight on this device at once: their reference preparation, "
+        "draws, loading, trials and warm-up share the device; clock calibration and timed calls have it alone "
+        "(harness/gate.py). 1 = one evaluation at a time.")
+    preempt_after_s: float = Field(
+        2.0, gt=0, description="A child step that keeps another evaluation's timed calls waiting this long is "
+        "stopped and its evaluation re-run solo.")
 
 
 class Evaluator:
     """A trusted worker. Use ``async with Evaluator(cfg) as ev: await ev.evaluate(job)``."""
 
-    def __init__(self, config: EvaluatorConfig | None = None) -> None:
+    def __init__(self, config: EvaluatorConfig | None = None, gate: DeviceGate | None = None) -> None:
         self.config = config or EvaluatorConfig()
         self.cache_dir = Path(self.config.cache_dir or default_cache_dir())
         self.baseline_cache = baseline_mod.BaselineCache(self.cache_dir)
-        self._lock = asyncio.Lock()
+        # Who uses the device when; shared by every evaluator of one device (a worker passes its own).
+        self.gate = gate or DeviceGate(self.config.preempt_after_s)
+        self._slots = asyncio.Semaphore(self.config.pipeline_depth)
+        self.active = 0
         self._started = False
         self.zygote = Zygote(cuda=self.config.device == "cuda")
 
@@ -105,15 +124,50 @@ class Evaluator:
         if job.device != self.config.device:
             raise InfraError(f"job for device {job.device!r} sent to a {self.config.device!r} evaluator")
         started = time.monotonic()
-        result = EvalResult(status=EvalStatus.OK, precision_policy=job.options.precision_policy, device=job.device)
-        result.receipt = self._receipt(job)
-        async with self._lock:  # one evaluation at a time: exclusive device while timing
+        async with self._slots:  # pipeline_depth evaluations at once; the gate decides who uses the device
+            self.active += 1
             try:
-                await _Run(self, job, result).run(build)
-            except (InfraError, ProblemError, OSError) as exc:
+                result = await self._attempts(job, build)
+            finally:
+                self.active -= 1
+        result.wall_s = time.monotonic() - started
+        return result
+
+    async def _attempts(self, job: EvalJob, build: BuildResult | None) -> EvalResult:
+        """Run the job sharing the device; re-run it solo when sharing could have decided its verdict."""
+        solo, notes = False, []
+        for attempt in range(1, SHARED_ATTEMPTS + 2):
+            result = EvalResult(status=EvalStatus.OK, precision_policy=job.options.precision_policy, device=job.device)
+            result.receipt = self._receipt(job)
+            lease = self.gate.lease()
+            try:
+                if solo:
+                    await lease.acquire_solo()
+                await _Run(self, job, result, lease).run(build)
+            except Preempted as exc:
+                solo = exc.solo_next or attempt >= SHARED_ATTEMPTS
+                notes.append("stopped: " + ("a child step held up another evaluation's timed calls" if exc.solo_next
+                                            else "another evaluation needed the device to itself"))
+                continue
+            except (InfraError, ProblemError, OSError, RuntimeError) as exc:
+                if lease.overlapped and not solo:  # possibly a neighbour's doing (e.g. device memory)
+                    notes.append(f"{type(exc).__name__} while sharing the device: re-run solo")
+                    solo = True
+                    continue
+                if not isinstance(exc, (InfraError, ProblemError, OSError)):
+                    raise
                 logger.exception("infrastructure failure while evaluating %s", job.task_id)
                 fail(result, EvalStatus.INFRA_ERROR, f"{type(exc).__name__}: {exc}")
-        result.wall_s = time.monotonic() - started
+            finally:
+                await lease.close()
+            if not solo and lease.overlapped and result.status in NEIGHBOUR_SENSITIVE:
+                notes.append(f"{result.status.value} while other evaluations shared the device: re-run solo")
+                solo = True
+                continue
+            break
+        if notes:
+            device = result.stages.setdefault("device", StageOutcome(ran=True, ok=True))
+            device.log = "; ".join(notes) + ("; this result is from a solo run" if solo else "")
         return result
 
     def _receipt(self, job: EvalJob) -> Receipt:
@@ -140,8 +194,9 @@ def _cpu_name() -> str:
 class _Run:
     """One evaluation, as a sequence of named stages."""
 
-    def __init__(self, evaluator: Evaluator, job: EvalJob, result: EvalResult) -> None:
+    def __init__(self, evaluator: Evaluator, job: EvalJob, result: EvalResult, lease: Lease) -> None:
         self.ev = evaluator
+        self.lease = lease
         self.job = job
         self.opts = job.options
         self.result = result
@@ -216,26 +271,37 @@ class _Run:
             warmup=self.opts.warmup_calls,
             init_seed=secrets.randbits(62), isolate=self.ev.config.isolate,  # unrelated to any input seed
             memory_limit_mb=self.ev.config.cpu_memory_limit_mb if self.job.device == "cpu" else None,
+            gated=True,
         )
-        # The child starts (fork, hardening, CUDA context) while the reference is prepared.
+        # The child starts (fork, hardening, CUDA context) while the reference is prepared; it waits
+        # for its draws (`go`) and then for the gate between steps (gate.py).
+        await self.lease.start_child()
         child = ChildProcess(self.ev.zygote, spec)
         try:
-            prepared = await asyncio.to_thread(
-                prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
-                timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol,
-                print_seed=secrets.randbits(62))  # never sent before the timed call it is for
-        except BaseException:
-            child.kill()
-            raise
-        child.go(trial_draws=[d.model_dump() for d in prepared.trial_draws],
-                 timing_draws=[d.model_dump() for d in prepared.timing_draws], poison_bytes=prepared.output_nbytes)
-        verify = self.stage("verify", ok=None)
-        session = _CandidateSession(self, prepared, work)
-        session.marks.append(("reference prepared", time.monotonic() - t0))
-        ok = await session.run(verify, child)
+            try:
+                await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
+                t_gate = time.monotonic()
+                prepared = await asyncio.to_thread(
+                    prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
+                    timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol,
+                    print_seed=secrets.randbits(62),  # never sent before the timed call it is for
+                influence_checks=self.opts.influence_checks)
+                prepare_s = time.monotonic() - t_gate
+            except BaseException:
+                child.kill()
+                raise
+            verify = self.stage("verify", ok=None)
+            session = _CandidateSession(self, prepared, work)
+            session.marks.append(("reference prepared", time.monotonic() - t0))
+            ok = await session.run(verify, child)
+        finally:
+            await self.lease.release()
+            await self.lease.child_ended()  # the child is dead (session.run kills it)
         verify.duration_s = time.monotonic() - t0
         marks = " | ".join(f"{name} {at:.2f}s" for name, at in session.marks_since(t0))
-        verify.log = (verify.log + f"\nphases (s since start): {marks}").strip()
+        verify.log = (verify.log + f"\nphases (s since start): {marks}"
+                      f"\ndevice: reference {prepare_s:.2f}s; waited for the gate {self.lease.waited_s:.2f}s; "
+                      f"alone {session.exclusive_s:.2f}s; {'shared with other evaluations' if self.lease.overlapped else 'no other evaluation'}").strip()
         return ok
 
     async def baselines(self, problem: Problem) -> None:
@@ -245,6 +311,7 @@ class _Run:
         key = baseline_mod.baseline_key(problem, self.result.receipt.device_name, torch.__version__, tf32, n_sets)
         cached = self.ev.baseline_cache.get(key)
         if cached is None:
+            await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
             cached = await baseline_mod.measure(
                 problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index, tf32=tf32,
                 n_sets=n_sets, warmup=self.opts.warmup_calls, key=key, timeout_s=self.ev.config.baseline_timeout_s)
@@ -282,20 +349,36 @@ class _CandidateSession:
         self.prints_asked: set[int] = set()
         self.prints_checked: set[int] = set()
         self.child: ChildProcess | None = None
+        self.kept: dict[int, list[Any]] = {}  # the candidate's outputs on draws that influence twins perturb
+        self.twin_outputs: list[Any] | None = None  # the candidate's outputs on the current twin
+        self.influence_ratios: list[float] = []
+        self.lease = run.lease
+        self.exclusive_s = 0.0
+        self._exclusive_since: float | None = None
 
     def marks_since(self, t0: float) -> list[tuple[str, float]]:
         return self.marks + [(name, at - t0) for name, at in self._events]
 
     async def run(self, verify: StageOutcome, child: ChildProcess) -> bool:
         self.child = child
-        deadline = time.monotonic() + self.run_.opts.run_timeout_s
+        lease = self.lease
+        start = time.monotonic()
         try:
             while True:
-                message = await child.receive(deadline)
+                # The candidate's time limit does not count the time spent waiting for the device.
+                deadline = start + self.run_.opts.run_timeout_s + lease.waited_s
+                if lease.mode != "exclusive":
+                    lease.check_preempted()
+                try:
+                    message = await child.receive(min(deadline, time.monotonic() + POLL_S))
+                except ChildTimeout:
+                    if time.monotonic() < start + self.run_.opts.run_timeout_s + lease.waited_s:
+                        continue
+                    raise
                 if message.get("event") == "timed":  # reveal the checked positions of that call
                     child.reply(print_seed=self.print_seed(message.get("k")))
                     continue
-                verdict = self.handle(message, verify)
+                verdict = await self.handle(message, verify)
                 if verdict is not None:
                     return verdict
         except ChildTimeout:
@@ -304,28 +387,66 @@ class _CandidateSession:
             fail(self.result, EvalStatus.CRASH, f"the candidate process died ({describe_exit(exc.exitcode)})")
         finally:
             child.kill()
+            self._end_exclusive()
         verify.ok = False
         return False
 
-    def handle(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
+    async def _exclusive(self) -> None:
+        await self.lease.exclusive()
+        self._exclusive_since = time.monotonic()
+
+    def _end_exclusive(self) -> None:
+        if self._exclusive_since is not None:
+            self.exclusive_s += time.monotonic() - self._exclusive_since
+            self._exclusive_since = None
+
+    async def _go_on(self, exclusive: bool = False) -> None:
+        """Let the paused child take its next step: sharing the device, or with it alone (timed calls)."""
+        assert self.child is not None
+        if exclusive:
+            await self._exclusive()
+        else:
+            self._end_exclusive()
+            await self.lease.shared(on_child=True)
+        self.child.reply(go_on=True)
+
+    async def handle(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
         event = message.get("event")
         if event != "print":
             self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
+        self.lease.on_child = False  # the child is paused (or gone) until we answer
         if event == "ready":
             self.result.receipt.isolation = str(message.get("isolation", ""))
+            await self._exclusive()  # the child calibrates its clock with the device to itself
+            assert self.child is not None
+            self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
+                          timing_draws=[d.model_dump() for d in self.prepared.timing_draws],
+                          poison_bytes=self.prepared.output_nbytes)
+        elif event == "calibrated":
+            await self._go_on()
         elif event == "drawn":
             self.check_draws(message.get("digests"))
+            await self._go_on()
         elif event == "loaded":
             verify.log = f"weights loaded by name: {message.get('weights')}"
+            await self._go_on()
         elif event == "error":
             self.on_error(message, verify)
             return False
         elif event == "trial":
-            return self.on_trial(message, verify)
+            verdict = await self.on_trial(message, verify)
+            if verdict is None:
+                await self._go_on()
+            return verdict
+        elif event == "warm":
+            await self._go_on(exclusive=True)
         elif event == "print":
             return self.on_print(message)
         elif event == "timing":
-            return self.on_timing(message)
+            self._end_exclusive()
+            verdict = self.on_timing(message)
+            await self.lease.release()
+            return verdict
         elif event == "done":
             return True
         return None
@@ -353,7 +474,7 @@ class _CandidateSession:
         else:
             fail(self.result, EvalStatus.CRASH, f"the candidate raised during {message.get('stage')}: {detail}")
 
-    def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
+    async def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
         k = int(message["k"])
         problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
         if message.get("input_mutated") and not self.prepared.reference_mutates_inputs:
@@ -362,28 +483,54 @@ class _CandidateSession:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
-        try:
-            outputs = read_outputs(os.path.join(self.work, output_file(k)), message.get("layout"),
-                                   self.run_.ev.device)
+        try:  # in a thread: the other evaluations' sessions go on meanwhile
+            mismatch = await asyncio.to_thread(self._check_trial, k, message.get("layout"))
         except OutputFormatError as exc:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, f"trial {k}: {exc}", [str(exc)])
             return False
-        mismatch = compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
         if mismatch:
             verify.ok = False
             dist = self.prepared.trial_draws[k].distribution
             verify.log = f"trial {k} ({dist} inputs): {mismatch}"
             fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
             return False
+        if not await self.check_influence(k, verify):
+            return False
         trials = len(self.prepared.trial_draws)
         if k == trials - 1:
             verify.ok = True
             self.result.correct = True
-            verify.log = (verify.log + f"\n{trials}/{trials} trials match").strip()
+            ratios = ", ".join(f"{r:.2g}" for r in self.influence_ratios)
+            verify.log = (verify.log + f"\n{trials}/{trials} trials match"
+                          + (f"; influence residuals {ratios}" if ratios else "")).strip()
             if not self.prepared.timing_draws:
                 return True
         return None
+
+    def _check_trial(self, k: int, layout: Any) -> str | None:
+        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, self.run_.ev.device)
+        if k in self.prepared.influence.values():  # a draw an influence twin perturbs
+            self.kept[k] = outputs
+        self.twin_outputs = outputs if k in self.prepared.influence else None
+        return compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
+
+    async def check_influence(self, k: int, verify: StageOutcome) -> bool:
+        """On an influence twin: did the candidate's output move as the reference's did?"""
+        base = self.prepared.influence.get(k)
+        if base is None or base not in self.kept or self.twin_outputs is None:
+            return True
+        twin = self.prepared.trial_draws[k]
+        mismatch, ratios = await asyncio.to_thread(
+            influence_mismatch, self.kept[base], self.twin_outputs, self.prepared.trial_outputs[base],
+            self.prepared.trial_outputs[k], twin.perturb_fraction)
+        self.influence_ratios += ratios
+        if mismatch:
+            verify.ok = False
+            verify.log = f"trial {k} (influence twin of trial {base}): {mismatch}"
+            fail(self.result, EvalStatus.INCORRECT, f"influence check failed on trial {k}: {mismatch}")
+            return False
+        return True
 
     def print_seed(self, k: Any) -> int:
         if not isinstance(k, int) or not 0 <= k < len(self.prepared.print_seeds) or k in self.prints_asked:
@@ -429,7 +576,9 @@ class _CandidateSession:
         profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs; median {stats.median_us:.1f} us; "
                        f"host floor {message.get('host_floor_us', 0):.1f} us; timed by the host clock: "
                        f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}; outside-process bound: "
-                       + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable"))
+                       + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
+                       + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
+                       f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s")
         return True
 
 

@@ -2,8 +2,26 @@
 
 Besides `get_inputs()` itself, verification draws from other distributions that keep the
 domain the reference needs: a tensor whose draw is non-negative stays non-negative, one in
-[0, 1] stays in [0, 1], integer and boolean tensors are redrawn by `get_inputs()` only.
-This defeats closed-form shortcuts for the known input distribution (HACKS.md #16, #17).
+[-1, 1] (e.g. [0, 1)) stays inside the native draw's own range, integer, boolean and
+integer-valued floating tensors (labels, masks stored as floats) are left as `get_inputs()`
+drew them. Every transform works on the native draw (multiplicative factors keep each
+element's sign and its zeros):
+
+- ``spikes``: a damped background (x 1e-3) with sparse spikes at random positions (density
+  2^-3..2^-10, magnitudes 0.1..10 x the draw's largest value);
+- ``ramp``: position-dependent ramps, a linear factor 0.05..1 (either direction) along every
+  axis;
+- ``row_col``: per-row and per-column scales, a factor 10^U(-1, 1) per index along every axis;
+- ``heavy_tailed``: a Cauchy-like factor |N1/N2| (capped at 100) per element;
+- ``scaled`` and ``shifted``: the whole draw scaled or shifted (a power / an affine map in [0, 1]).
+
+A kernel that reduces over a subset of its input (strided, first k) or returns the
+expectation of the native distribution fails these elementwise (HACKS.md #16, #17). A draw
+can also carry an *influence perturbation* (`perturb_seed`, `perturb_fraction`): the values at
+a random fraction of positions are exchanged among themselves (the multiset of values is
+unchanged, so an i.i.d. draw stays an i.i.d. draw); the parent compares how the candidate's
+output moves between the draw and its perturbed twin with how the reference's moves
+(compare.influence_mismatch).
 """
 
 from __future__ import annotations
@@ -16,19 +34,26 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-DISTRIBUTIONS = ("native", "scaled", "heavy_tailed", "shifted", "structured")
+DISTRIBUTIONS = ("native", "spikes", "ramp", "row_col", "heavy_tailed", "scaled", "shifted")
+"""Correctness trials cycle through these (native first); timed calls too, so most timed
+inputs are ones on which an approximation fails its fingerprint check."""
+
+IID_DISTRIBUTIONS = ("native", "scaled", "shifted")
+"""Draws that look like the problem's own distribution: influence twins perturb these."""
 
 GLOBAL_RNG_LOCK = threading.RLock()
 """Held around every seeded use of the global generators (torch's, Python's, numpy's): workers
 of one pool share a process, and a draw must be reproducible in the child whatever they do."""
 
 
-def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "native", device: str = "cpu") -> list[Any]:
-    """One input list: `get_inputs()` under `seed` (factories default to `device`), then transformed.
+def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "native", device: str = "cpu", *,
+         perturb_seed: int | None = None, perturb_fraction: float = 0.0) -> list[Any]:
+    """One input list: `get_inputs()` under `seed` (factories default to `device`), then transformed,
+    then (for an influence twin) perturbed.
 
     Drawing on the GPU is ~100x faster than on the CPU for large inputs; the same seed
     always gives the same values on the same device (Python's and numpy's generators are
-    seeded too, for problems that use them).
+    seeded too, for problems that use them; the transforms use generators of their own).
     """
     with GLOBAL_RNG_LOCK:
         torch.manual_seed(seed)
@@ -36,37 +61,107 @@ def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "na
         np.random.seed(seed % (1 << 32))
         with torch.device(device):
             values = list(get_inputs())
-        if distribution == "native":
-            return values
+    if distribution != "native":
         gen = torch.Generator().manual_seed(seed ^ 0x5EED)  # scalars only: drawn on the CPU
-        return [_transform(v, distribution, gen) if _is_float_tensor(v) else v for v in values]
+        values = [_transform(v, distribution, gen, seed + 7919 * i) if _is_continuous(v) else v
+                  for i, v in enumerate(values)]
+    if perturb_seed is not None and perturb_fraction > 0:
+        values = [_exchange(v, perturb_fraction, perturb_seed + 7919 * i) if _is_continuous(v) else v
+                  for i, v in enumerate(values)]
+    return values
 
 
-def _is_float_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1
+def _is_continuous(value: Any) -> bool:
+    """A floating tensor of several elements that is not integer-valued (labels, 0/1 masks)."""
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1):
+        return False
+    return not bool(torch.equal(value, torch.round(value)))
 
 
-def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.Tensor:
+def _device_gen(t: torch.Tensor, seed: int) -> torch.Generator:
+    return torch.Generator(device=t.device).manual_seed(seed & ((1 << 63) - 1))
+
+
+def _uniform(gen: torch.Generator, lo: float, hi: float) -> float:
+    return float(torch.empty(1).uniform_(lo, hi, generator=gen))
+
+
+def _axis_factor(shape: torch.Size, device: torch.device, make: Callable[[int, int], torch.Tensor]) -> torch.Tensor:
+    """The product over axes of per-index factors `make(axis, size)` (axes of size 1 skipped)."""
+    factor = torch.ones((1,) * len(shape), dtype=torch.float32, device=device)
+    for axis, size in enumerate(shape):
+        if size > 1:
+            view = [1] * len(shape)
+            view[axis] = size
+            factor = factor * make(axis, size).reshape(view)
+    return factor
+
+
+def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: int) -> torch.Tensor:
     lo, hi = float(t.min()), float(t.max())
     nonneg, unit = lo >= 0.0, lo >= 0.0 and hi <= 1.0
     base = t.to(torch.float32)
-    if distribution == "scaled":
-        factor = float(torch.empty(1).uniform_(2.0, 4.0, generator=gen))
-        out = base * factor if not unit else base.pow(factor)
+    dev = _device_gen(base, seed)
+    shape, device = base.shape, base.device
+    if distribution == "spikes":
+        density = 2.0 ** -_uniform(gen, 3.0, 10.0)
+        mask = torch.rand(shape, generator=dev, device=device) < density
+        mask.view(-1)[int(torch.randint(0, base.numel(), (1,), generator=gen))] = True  # at least one
+        top = max(abs(lo), abs(hi)) or 1.0
+        spike = top * torch.pow(10.0, torch.rand(shape, generator=dev, device=device) * 2 - 1)
+        if not nonneg:
+            spike = torch.where(torch.rand(shape, generator=dev, device=device) < 0.5, -spike, spike)
+        out = torch.where(mask, spike, base * 1e-3)
+    elif distribution == "ramp":
+        def ramp(axis: int, size: int) -> torch.Tensor:
+            ends = (0.05, 1.0) if _uniform(gen, 0.0, 1.0) < 0.5 else (1.0, 0.05)
+            return torch.linspace(*ends, size, device=device)
+        out = base * _axis_factor(shape, device, ramp)
+    elif distribution == "row_col":
+        out = base * _axis_factor(shape, device, lambda axis, size: torch.pow(
+            10.0, torch.rand(size, generator=dev, device=device) * 2 - 1))
     elif distribution == "heavy_tailed":
-        noise = torch.distributions.StudentT(torch.tensor(2.0, device=base.device)).sample(base.shape).clamp(-50, 50)
-        out = noise.abs() if nonneg else noise
-        out = out / (out.abs().max() + 1e-6) if unit else out
+        ratio = torch.randn(shape, generator=dev, device=device) / torch.randn(shape, generator=dev, device=device)
+        out = base * ratio.abs().nan_to_num(100.0).clamp(max=100.0)
+    elif distribution == "scaled":
+        factor = _uniform(gen, 2.0, 4.0)
+        out = base * factor if not unit else base.pow(factor)
     elif distribution == "shifted":
-        shift = float(torch.empty(1).uniform_(0.5, 1.5, generator=gen))
+        shift = _uniform(gen, 0.5, 1.5)
         out = base + shift if not unit else (base * 0.5 + 0.25)
-    elif distribution == "structured":
-        ramp = torch.linspace(-3.0, 3.0, base.numel(), device=base.device).reshape(base.shape)
-        out = ramp.abs() if nonneg else ramp
-        out = out / 3.0 if unit else out
     else:
         raise ValueError(f"unknown distribution {distribution!r}")
-    return out.to(t.dtype).contiguous()
+    if -1.0 <= lo and hi <= 1.0:  # a bounded native range: stay inside it
+        out = out * _fit(out, lo, hi)
+    result = torch.empty_like(t)  # the native draw's layout (strides) and dtype
+    result.copy_(out)
+    return result
+
+
+def _fit(out: torch.Tensor, lo: float, hi: float) -> float:
+    """The factor (<= 1) that brings `out` inside [lo, hi]; multiplicative, so signs are kept."""
+    factor = 1.0
+    top, bottom = float(out.max()), float(out.min())
+    if top > hi and top > 0:
+        factor = min(factor, max(hi, 0.0) / top)
+    if bottom < lo and bottom < 0:
+        factor = min(factor, min(lo, 0.0) / bottom)
+    return factor
+
+
+def _exchange(t: torch.Tensor, fraction: float, seed: int) -> torch.Tensor:
+    """`t` with the values at a random `fraction` of positions exchanged among those positions
+    (each takes the value of one far away in the flattened order); the multiset of values, hence
+    the support and the empirical distribution, is unchanged."""
+    dev = _device_gen(t, seed)
+    flat = t.contiguous().reshape(-1).clone()
+    chosen = torch.nonzero(torch.rand(flat.numel(), generator=dev, device=t.device) < fraction).reshape(-1)
+    if chosen.numel() >= 2:
+        shift = max(1, int(chosen.numel() * (0.25 + 0.5 * float(torch.rand(1, generator=dev, device=t.device)))))
+        flat[chosen] = flat[torch.roll(chosen, shift)]
+    result = torch.empty_like(t)
+    result.copy_(flat.reshape(t.shape))
+    return result
 
 
 def correctness_plan(trials: int) -> list[str]:
@@ -79,12 +174,14 @@ def nbytes(values: list[Any]) -> int:
 
 
 def digest(values: list[Any]) -> list[list[float]]:
-    """Per input: (sum, sum of |x|) in float64, or the value of a scalar; compared with `same_digest`."""
+    """Per input: (sum, sum of |x|, a position-weighted sum) in float64, or the value of a scalar;
+    compared with `same_digest` (the weighted sum tells an influence twin's exchanged values apart)."""
     out = []
     for v in values:
         if isinstance(v, torch.Tensor):
             x = v.detach().to(torch.float64)
-            out.append([float(x.sum()), float(x.abs().sum())])
+            weights = torch.linspace(0.0, 1.0, x.numel(), dtype=torch.float64, device=x.device)
+            out.append([float(x.sum()), float(x.abs().sum()), float((x.reshape(-1) * weights).sum())])
         elif isinstance(v, (bool, int, float)):
             out.append([float(v)])
         else:

@@ -53,7 +53,11 @@ class EvalOptions(BaseModel):
     precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Precision policy (DESIGN.md).")
     atol: float | None = Field(None, description="Absolute tolerance; None = the policy's default (1e-2, strict 1e-4).")
     rtol: float | None = Field(None, description="Relative tolerance; None = the policy's default.")
-    correctness_trials: int = Field(5, ge=1, le=50, description="Input draws checked for correctness.")
+    correctness_trials: int = Field(7, ge=1, le=50, description="Input draws checked for correctness: native, then "
+                                    "spikes, ramp, row_col, heavy_tailed, scaled, shifted in turn (harness/inputs.py).")
+    influence_checks: int = Field(2, ge=0, le=8, description="Influence twins: extra trials that exchange the values "
+                                  "at random positions of an i.i.d.-looking draw; the candidate's output must move "
+                                  "as the reference's does (compare.influence_mismatch).")
     profile: bool = Field(True, description="Time the candidate and the baselines after verification.")
     timed_calls: int = Field(30, ge=3, le=1000, description="Timed calls, each on inputs never seen before (drawn by the child, outside the timed window).")
     warmup_calls: int = Field(3, ge=1, le=100, description="Untimed calls before timing.")
@@ -165,4 +169,14 @@ class EvalResult(BaseModel):
             "violations": list(self.violations),
             "error": self.error,
             "precision_policy": self.precision_policy.value,
+            "log": self.failed_stage_log(),
+            "receipt": self.receipt.model_dump(mode="json"),
+            "wall_s": self.wall_s,
         }
+
+    def failed_stage_log(self) -> str:
+        """The whole (truncated) log of the first stage that failed, e.g. the compiler's errors; '' if none."""
+        for stage in self.stages.values():
+            if stage.ran and stage.ok is False and stage.log:
+                return stage.log
+        return ""

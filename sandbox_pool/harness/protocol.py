@@ -22,12 +22,15 @@ def output_file(k: int) -> str:
 
 
 class Draw(BaseModel):
-    """One input list: `get_inputs()` under `seed`, transformed to `distribution` (see inputs.py)."""
+    """One input list: `get_inputs()` under `seed`, transformed to `distribution`, and for an
+    influence twin with the values at a random fraction of positions exchanged (see inputs.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: int
     distribution: str = "native"
+    perturb_seed: int | None = None
+    perturb_fraction: float = 0.0
 
 
 class TensorLayout(BaseModel):
@@ -64,3 +67,5 @@ class ChildSpec(BaseModel):
     memory_limit_mb: int | None = None
     file_size_mb: int = 1024
     poison_bytes: int = 0
+    gated: bool = False
+    """Pause after each step until the parent answers (it shares the device with other evaluations: gate.py)."""

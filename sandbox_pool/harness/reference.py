@@ -16,12 +16,23 @@ import torch
 
 from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
-from cuda_agent.sandbox_pool.harness.inputs import GLOBAL_RNG_LOCK, DISTRIBUTIONS, correctness_plan, digest, draw, nbytes
+from cuda_agent.sandbox_pool.harness.inputs import (
+    DISTRIBUTIONS,
+    GLOBAL_RNG_LOCK,
+    IID_DISTRIBUTIONS,
+    correctness_plan,
+    digest,
+    draw,
+    nbytes,
+)
 from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, Draw
 
 MAX_REDRAWS = 20
 TIMING_SEED_OFFSET = 50_000
+INFLUENCE_SEED_OFFSET = 7_000_000
+INFLUENCE_FRACTIONS = (0.5, 0.125)
+"""Fraction of input positions whose values an influence twin exchanges, per twin in turn."""
 
 
 def timing_distribution(k: int) -> str:
@@ -39,6 +50,8 @@ class PreparedReference:
     print_seeds: list[int] = field(default_factory=list)
     """Seed of the positions checked in each timed output: secret until that call has returned."""
     timing_prints: list[tuple[list[list[float]], list[list[float]]] | None] = field(default_factory=list)
+    influence: dict[int, int] = field(default_factory=dict)
+    """Influence twins: trial index of the twin -> trial index of the draw it perturbs."""
     reference_mutates_inputs: bool = False
     output_nbytes: int = 0
     perturbed: int = 0
@@ -118,39 +131,85 @@ def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
 
 def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
-    atol: float, rtol: float, print_seed: int, perturb: bool = True,
+    atol: float, rtol: float, print_seed: int, perturb: bool = True, influence_checks: int = 0,
 ) -> PreparedReference:
-    """Write the init file for a child and compute what the parent judges with."""
+    """Write the init file for a child and compute what the parent judges with.
+
+    The trials are `trials` draws (native, then the other distributions in turn) followed by
+    up to `influence_checks` influence twins: a copy of an i.i.d.-looking trial's draw with the
+    values at a random fraction of positions exchanged; a twin whose reference output is not
+    finite (or on which the reference raises) is dropped, never counted against the candidate."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
     prepared = PreparedReference(perturbed=perturbed)
-    for k, distribution in enumerate(correctness_plan(trials)):
+    plan = correctness_plan(trials)
+    for k, distribution in enumerate(plan):
         chosen, inputs, outputs = _finite_draw(problem, model, device, distribution, seed + 100 + 1000 * k)
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
         prepared.trial_draws.append(chosen)
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
+    for j, base in enumerate(influence_bases(plan, influence_checks)):
+        _add_twin(prepared, problem, model, device, base,
+                  seed + INFLUENCE_SEED_OFFSET + 1000 * j, INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)])
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
     prepared.timing_draws = timing_draws(seed, timed_calls)
     prepared.print_seeds = [print_seed + 1000 * k for k in range(timed_calls)]
     for k, planned in enumerate(prepared.timing_draws):
         inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device)
-        outputs = _run(model, inputs)
+        try:
+            outputs: list[Any] | None = _run(model, inputs)
+        except Exception:  # a transformed draw the reference cannot take: that call is not checked
+            outputs = None
         prepared.timing_prints.append(
-            fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol) if _all_finite(outputs) else None
+            fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol)
+            if outputs is not None and _all_finite(outputs) else None
         )
     return prepared
 
 
+def influence_bases(plan: list[str], count: int) -> list[int]:
+    """The trials that influence twins perturb: i.i.d.-looking draws (native first), in turn."""
+    iid = [k for k, distribution in enumerate(plan) if distribution in IID_DISTRIBUTIONS] or [0]
+    return [iid[j % len(iid)] for j in range(count)]
+
+
+def _add_twin(prepared: PreparedReference, problem: Problem, model: Any, device: str, base: int, perturb_seed: int,
+              fraction: float) -> None:
+    planned = prepared.trial_draws[base]
+    twin = Draw(seed=planned.seed, distribution=planned.distribution, perturb_seed=perturb_seed,
+                perturb_fraction=fraction)
+    try:
+        inputs = draw(problem.get_inputs, twin.seed, twin.distribution, device,
+                      perturb_seed=twin.perturb_seed, perturb_fraction=twin.perturb_fraction)
+        outputs = _run(model, inputs)
+    except Exception:  # the exchanged values broke a structure the reference needs: no twin
+        return
+    if not _all_finite(outputs):
+        return
+    prepared.influence[len(prepared.trial_draws)] = base
+    prepared.trial_draws.append(twin)
+    prepared.trial_digests.append(digest(inputs))
+    prepared.trial_outputs.append(outputs)
+
+
 def _finite_draw(problem: Problem, model: Any, device: str, distribution: str,
                  seed: int) -> tuple[Draw, list[Any], list[Any]]:
-    """A draw whose reference output is finite; falls back to native draws, then gives up."""
+    """A draw whose reference output is finite; falls back to native draws, then gives up.
+
+    A transformed draw on which the reference raises (a structure it needs was lost) is
+    skipped like a non-finite one; on a native draw the reference's exception is the problem's."""
     for attempt in range(MAX_REDRAWS):
         chosen = Draw(seed=seed + attempt, distribution=distribution if attempt < MAX_REDRAWS // 2 else "native")
         inputs = draw(problem.get_inputs, chosen.seed, chosen.distribution, device)
-        outputs = _run(model, inputs)
+        try:
+            outputs = _run(model, inputs)
+        except Exception as exc:
+            if chosen.distribution == "native":
+                raise ProblemError(f"the reference Model raised on get_inputs(): {type(exc).__name__}: {exc}") from exc
+            continue
         if _all_finite(outputs):
             return chosen, inputs, outputs
     raise ProblemError("the reference produces non-finite outputs on every input draw; the task is unusable")

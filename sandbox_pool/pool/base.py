@@ -16,7 +16,13 @@ import abc
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.pool.agent_requests import CompileReply, ReferenceProfile
 
 
 class LatencyStats(BaseModel):
@@ -81,6 +87,26 @@ class Pool(abc.ABC):
     @abc.abstractmethod
     async def status(self) -> PoolStatus:
         """The pool's current metrics."""
+
+    async def compile(self, job: EvalJob) -> "CompileReply":
+        """Build the job's kernels into the pool's compile cache (the agent's ``compile.sh``).
+
+        Done on the trusted side, in the process that owns this pool object; clients override it."""
+        from cuda_agent.sandbox_pool.pool.agent_requests import compile_candidate
+
+        return await compile_candidate(job, self._agent_cache_dir())
+
+    async def reference_profile(self, job: EvalJob) -> "ReferenceProfile":
+        """The job's reference profiled once per task and cached (SKILL.md's first step)."""
+        from cuda_agent.sandbox_pool.pool.agent_requests import reference_profile
+
+        return await reference_profile(job, self._agent_cache_dir())
+
+    def _agent_cache_dir(self) -> Path:
+        import os
+
+        cache = getattr(self, "cache_dir", None)  # LocalPool: resolved at start
+        return Path(cache or os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent")
 
     async def start(self) -> None:
         """Acquire resources (workers, connections). Idempotent; `evaluate` calls it when needed."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda_agent.errors import ConfigError, PoolTimeoutError, PoolUnreachableError
 from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult
+from cuda_agent.sandbox_pool.pool.agent_requests import CompileReply, ReferenceProfile
 from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
 from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS, LocalPoolConfig
 from cuda_agent.sandbox_pool.pool.protocol import (
@@ -55,6 +56,17 @@ class PoolClient(Pool):
         response = await self._call(request, wait)
         assert response.result is not None
         return response.result
+
+    async def compile(self, job: EvalJob) -> CompileReply:
+        wait = job.options.compile_timeout_s + self.timeout_margin_s
+        response = await self._call(PoolRequest(op="compile", job=job), wait)
+        assert response.build is not None
+        return response.build
+
+    async def reference_profile(self, job: EvalJob) -> ReferenceProfile:
+        response = await self._call(PoolRequest(op="reference_profile", job=job), self.default_timeout_s)
+        assert response.profile is not None
+        return response.profile
 
     async def status(self) -> PoolStatus:
         response = await self._call(PoolRequest(op="status"), self.status_timeout_s)

@@ -38,6 +38,16 @@ class _CommonPoolConfig(BaseModel):
     cache_dir: Path | None = Field(None, description="Compile and baseline cache; default $CUDA_AGENT_CACHE.")
     isolate: bool = Field(True, description="Run candidates in a user+network namespace (EvaluatorConfig).")
     latency_window: int = Field(2048, ge=16, description="Most recent jobs used for the latency percentiles.")
+    pipeline_depth: int | None = Field(
+        None, ge=1, le=32, description="Evaluations in flight per device: all but their clock calibration and "
+        "timed calls share the device (harness/gate.py). None = 4 on cuda, 1 on cpu (a CPU's timings are "
+        "disturbed by any other work on its cores).")
+
+    def depth(self) -> int:
+        """`pipeline_depth`, resolved."""
+        if self.pipeline_depth is not None:
+            return self.pipeline_depth
+        return 4 if self.device == "cuda" else 1
 
 
 class LocalPoolConfig(_CommonPoolConfig):

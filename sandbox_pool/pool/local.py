@@ -55,14 +55,18 @@ class LocalPool(Pool):
                 self.workers = make_process_workers(cfg, self.cache_dir)
             else:
                 self.workers = make_workers(cfg.device, cfg.worker_devices(), cache_dir=self.cache_dir,
-                                            isolate=cfg.isolate, recycle_after_jobs=cfg.recycle_after_jobs)
+                                            isolate=cfg.isolate, recycle_after_jobs=cfg.recycle_after_jobs,
+                                            pipeline_depth=cfg.depth())
             await start_all(self.workers)
             self._loops = [asyncio.create_task(self._compile_loop(), name=f"pool-compile-{i}")
                            for i in range(cfg.compile_workers)]
-            self._loops += [asyncio.create_task(self._eval_loop(w), name=f"pool-{w.name}") for w in self.workers]
+            # depth loops per worker: that many of its jobs in flight (the device's gate orders their use of it)
+            self._loops += [asyncio.create_task(self._eval_loop(w), name=f"pool-{w.name}-{i}")
+                            for w in self.workers for i in range(cfg.depth())]
             self._started_at = time.monotonic()
-            logger.info("local pool started: %d %s worker(s)%s, %d compile slot(s)", len(self.workers), cfg.device,
-                        " in their own processes" if cfg.uses_worker_processes() else "", cfg.compile_workers)
+            logger.info("local pool started: %d %s worker(s)%s, %d job(s) in flight each, %d compile slot(s)",
+                        len(self.workers), cfg.device, " in their own processes" if cfg.uses_worker_processes() else "",
+                        cfg.depth(), cfg.compile_workers)
 
     async def close(self) -> None:
         for loop in self._loops:

@@ -33,18 +33,23 @@ class LatencyWindow:
 
 
 class BusyClock:
-    """Busy time of one worker since it started (the ongoing job counts up to now)."""
+    """Busy time of one worker since it started: time with at least one job in flight (the ongoing
+    period counts up to now). Jobs may overlap (a pipelined worker)."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
         self._busy_s = 0.0
         self._since: float | None = None
+        self._jobs = 0
 
     def begin(self) -> None:
-        self._since = time.monotonic()
+        self._jobs += 1
+        if self._since is None:
+            self._since = time.monotonic()
 
     def end(self) -> None:
-        if self._since is not None:
+        self._jobs = max(0, self._jobs - 1)
+        if self._since is not None and self._jobs == 0:
             self._busy_s += time.monotonic() - self._since
             self._since = None
 

@@ -7,6 +7,10 @@ the same way and errors keep their type across the wire::
     <- {"ok": true, "result": {EvalResult}}
     -> {"op": "status"}
     <- {"ok": true, "status": {PoolStatus}}
+    -> {"op": "compile", "job": {EvalJob}}              the agent's compile.sh (agent_requests.py)
+    <- {"ok": true, "build": {CompileReply}}
+    -> {"op": "reference_profile", "job": {EvalJob}}    SKILL.md's first step, cached per task
+    <- {"ok": true, "profile": {ReferenceProfile}}
     <- {"ok": false, "error": {"type": "PoolOverloadedError", "message": "..."}}
 """
 
@@ -19,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent import errors
 from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult
+from cuda_agent.sandbox_pool.pool.agent_requests import CompileReply, ReferenceProfile
 from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
 
 logger = logging.getLogger(__name__)
@@ -38,8 +43,8 @@ class PoolRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["submit", "status"] = Field(description="What to do.")
-    job: EvalJob | None = Field(None, description="The job (submit only).")
+    op: Literal["submit", "status", "compile", "reference_profile"] = Field(description="What to do.")
+    job: EvalJob | None = Field(None, description="The job (submit, compile, reference_profile).")
     priority: int = Field(0, description="Higher is served first.")
     timeout_s: float | None = Field(None, gt=0, description="Deadline of the job; None = the pool's default.")
 
@@ -61,6 +66,8 @@ class PoolResponse(BaseModel):
     ok: bool = Field(description="False when `error` is set.")
     result: EvalResult | None = Field(None, description="The evaluation (submit).")
     status: PoolStatus | None = Field(None, description="The pool's metrics (status).")
+    build: CompileReply | None = Field(None, description="The build (compile).")
+    profile: ReferenceProfile | None = Field(None, description="The reference's profile (reference_profile).")
     error: WireError | None = Field(None, description="Why the request failed.")
 
 
@@ -86,7 +93,11 @@ async def handle_request(pool: Pool, raw: str | bytes) -> PoolResponse:
         if request.op == "status":
             return PoolResponse(ok=True, status=await pool.status())
         if request.job is None:
-            return error_response(errors.ConfigError("a submit request needs a job"))
+            return error_response(errors.ConfigError(f"a {request.op} request needs a job"))
+        if request.op == "compile":
+            return PoolResponse(ok=True, build=await pool.compile(request.job))
+        if request.op == "reference_profile":
+            return PoolResponse(ok=True, profile=await pool.reference_profile(request.job))
         result = await pool.evaluate(request.job, priority=request.priority, timeout_s=request.timeout_s)
         return PoolResponse(ok=True, result=result)
     except errors.CudaAgentError as exc:

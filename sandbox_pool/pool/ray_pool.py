@@ -78,7 +78,8 @@ class Dispatcher(Pool):
         self.config = config
         self.actors = actors
         self.book = JobBook(config.max_pending_jobs, config.job_timeout_s, config.latency_window)
-        self._loops = [asyncio.create_task(self._slot_loop(a)) for a in actors for _ in range(config.slots_per_worker)]
+        self._loops = [asyncio.create_task(self._slot_loop(a)) for a in actors
+                       for _ in range(max(config.slots_per_worker, config.depth() + 1))]
         self._started_at = time.monotonic()
 
     async def evaluate(self, job: EvalJob, *, priority: int = 0, timeout_s: float | None = None) -> EvalResult:
@@ -150,7 +151,8 @@ class DispatcherActor:
         local = LocalPoolConfig(device=cfg.device, devices=[0] if cfg.device == "cuda" else None,
                                 compile_workers=cfg.compile_workers, max_pending_jobs=cfg.slots_per_worker * 4,
                                 job_timeout_s=cfg.job_timeout_s, recycle_after_jobs=cfg.recycle_after_jobs,
-                                cache_dir=cfg.cache_dir, isolate=cfg.isolate, latency_window=cfg.latency_window)
+                                cache_dir=cfg.cache_dir, isolate=cfg.isolate, latency_window=cfg.latency_window,
+                                pipeline_depth=cfg.pipeline_depth)
         options = dict(num_gpus=cfg.num_gpus_per_worker, resources=cfg.worker_resources or None,
                        name=f"{cfg.name}-w{index}", namespace=cfg.namespace, max_restarts=-1, max_task_retries=0,
                        get_if_exists=True)

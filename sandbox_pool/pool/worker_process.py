@@ -59,9 +59,20 @@ class ProcessEvalWorker:
         self._folder: str | None = None
         self.recycles = 0
         self._since_recycle = 0
+        self._lifecycle: asyncio.Lock | None = None  # jobs in flight at once (pipeline_depth) start it once
+
+    @property
+    def lifecycle(self) -> asyncio.Lock:
+        if self._lifecycle is None:
+            self._lifecycle = asyncio.Lock()
+        return self._lifecycle
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
+        async with self.lifecycle:
+            await self._start()
+
+    async def _start(self) -> None:
         if self.process is not None and self.process.returncode is None:
             return
         self._folder = tempfile.mkdtemp(prefix="cuda_agent_worker_", dir="/tmp")  # short: sockets allow 107 bytes
@@ -137,19 +148,26 @@ class ProcessEvalWorker:
         self.jobs_done += 1
         self._since_recycle += 1
         if self.process is None or self.process.returncode is not None:
-            await self.recycle("worker process ended")
+            async with self.lifecycle:
+                if self.process is not None and self.process.returncode is None:
+                    return  # another of its jobs restarted it already
+                await self._recycle("worker process ended")
         elif not healthy or self._since_recycle >= self.config.recycle_after_jobs:
             self.recycles += 1
             self._since_recycle = 0
 
     async def recycle(self, reason: str) -> None:
         """Replace the process (and with it the evaluator, its zygote and children)."""
+        async with self.lifecycle:
+            await self._recycle(reason)
+
+    async def _recycle(self, reason: str) -> None:
         logger.info("restarting the worker process of %s (%s)", self.name, reason)
         self.recycles += 1
         self._since_recycle = 0
         await self._stop()
         try:
-            await self.start()
+            await self._start()  # the lifecycle lock is held
         except InfraError:  # evaluate() starts it again and reports the failure on the job
             logger.exception("restarting the worker process of %s failed", self.name)
 

@@ -41,6 +41,15 @@ class _CommonConfig(BaseModel):
     limits: SandboxLimits = Field(default_factory=SandboxLimits, description="Per-process limits and timeouts.")
     mount_point: str = Field(WORKSPACE_MOUNT, description="Absolute path of the workspace inside the sandbox.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment of every command.")
+    compile_cache: str | None = Field(
+        "auto", description="Host folder of the evaluation pool's compile cache, mounted read-only at the same "
+        "path: compile.sh copies the module the pool built from it; only the pool (trusted side) writes it, so "
+        "no candidate can poison another's build. 'auto': $CUDA_AGENT_CACHE/build, else "
+        "~/.cache/cuda_agent/build (created if missing); None: not mounted.")
+
+    def compile_cache_mounts(self) -> dict[str, str]:
+        """{host folder: same path} for the shared compile cache, or {} (see `compile_cache`)."""
+        return shared_cache_mounts(self.compile_cache)
 
 
 class LocalSandboxConfig(_CommonConfig):
@@ -92,6 +101,26 @@ class DockerSandboxConfig(_CommonConfig):
 
 
 SandboxConfig = Annotated[Union[LocalSandboxConfig, DockerSandboxConfig], Field(discriminator="type")]
+
+
+def shared_cache_mounts(setting: str | None) -> dict[str, str]:
+    """The read-only mount of the compile cache for `setting` ('auto', a folder, or None)."""
+    import os
+
+    if setting is None:
+        return {}
+    if setting == "auto":
+        root = Path(os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent") / "build"
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return {}
+    else:
+        root = Path(setting)
+        if not root.is_dir():
+            raise ConfigError(f"compile_cache {setting!r} is not a folder; pass an existing folder, 'auto' or null")
+    path = str(root.resolve())
+    return {path: path}
 
 
 def create_sandbox(

@@ -161,7 +161,7 @@ class DockerSandbox(WorkspaceFileMethods, TerminalSandbox):
             mounts += [Mount(f"{point}/{rel}", str(source / rel), type="bind", read_only=True)
                        for rel in self.protected
                        if os.path.lexists(source / rel) and not os.path.islink(source / rel)]
-        ro = {**cfg.host_mounts, **self.extra_ro_mounts}
+        ro = {**cfg.host_mounts, **cfg.compile_cache_mounts(), **self.extra_ro_mounts}  # the pool's builds: read-only
         mounts += [Mount(dst, src, type="bind", read_only=True) for src, dst in sorted(ro.items(), key=lambda i: i[1])]
         memory = f"{cfg.container_memory_mb or cfg.limits.memory_mb}m"
         container = self._api.create_container(

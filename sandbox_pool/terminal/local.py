@@ -154,7 +154,8 @@ class LocalSandbox(WorkspaceFileMethods, TerminalSandbox):
                 plan.ro_binds.append((path, path))
         if self.config.mount_python:
             plan.ro_binds += [(p, p) for p in python_paths()]
-        plan.ro_binds += sorted(self.extra_ro_mounts.items(), key=lambda item: item[1])
+        shared = {**self.config.compile_cache_mounts(), **self.extra_ro_mounts}  # the pool's builds: read-only
+        plan.ro_binds += sorted(shared.items(), key=lambda item: item[1])
         entries = [rel.strip("/") for rel in self.protected if rel.strip("/")]
         # A protected entry that is absent now is only refused by write_file (docs/sandbox.md).
         plan.protected = [rel for rel in entries if os.path.lexists(workspace / rel)

@@ -1,9 +1,18 @@
 """The logic behind a workspace's utils/ scripts (compile, verification, profiling).
 
 The scripts run inside the agent's sandbox with the workspace as current directory. They
-are clients: the compile is CPU work done right here (content-addressed cache), while
-verification and profiling go to the evaluation pool named by $CUDA_AGENT_POOL (or to an
-embedded evaluator when none is set). Output is short and meant for a model to read.
+are thin clients of the evaluation pool named by $CUDA_AGENT_POOL and never import torch
+in this process (tests/sandbox_pool/workspace/test_skill_scripts_light.py):
+
+    compile       the pool builds kernels/ into its content-addressed cache (``compile``
+                  request); the module is copied from that cache, which sandboxes see
+                  read-only, to ./cuda_extension.so
+    verification  the static check here (milliseconds), then the pool's evaluation
+    profiling     the reference's profile, cached per task by the pool
+                  (``reference_profile``), and the pool's full evaluation, concurrently
+
+Without $CUDA_AGENT_POOL the same work runs in this process (an embedded evaluator and
+compiler: torch is imported then). Output is short and meant for a model to read.
 """
 
 from __future__ import annotations
@@ -16,45 +25,79 @@ from pathlib import Path
 
 from cuda_agent.errors import CudaAgentError
 
+TIMED_CALLS = 20
+
 
 def _workspace() -> Path:
     return Path.cwd()
 
 
-def compile_main() -> int:
-    """Build kernels/ into ./cuda_extension.so; print compiler errors concisely."""
-    from cuda_agent.sandbox_pool.harness.compiler import build_extension
-    from cuda_agent.sandbox_pool.workspace import read_candidate_files, workspace_device
-
-    ws = _workspace()
-    try:
-        result = asyncio.run(build_extension(read_candidate_files(ws), workspace_device(ws)))
-    except CudaAgentError as exc:
-        print(f"[compile] error: {exc}")
-        return 1
-    if not result.ok:
-        print("[compile] FAILED\n" + result.log)
-        return 1
-    shutil.copy(result.so_path or "", ws / "cuda_extension.so")
-    cached = " (cached)" if result.cached else f" ({result.units_compiled} unit(s) rebuilt)"
-    print(f"[compile] OK in {result.duration_s:.1f}s{cached}: cuda_extension.so")
-    return 0
+def _pool_address() -> str | None:
+    return os.environ.get("CUDA_AGENT_POOL") or None
 
 
-async def _evaluate(profile: bool):
-    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, evaluate_job
+def _job(profile: bool = True):  # noqa: ANN202 - EvalJob, imported here to keep import light
+    from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalOptions
     from cuda_agent.sandbox_pool.workspace import read_candidate_files, read_problem, workspace_device
 
     ws = _workspace()
-    job = EvalJob(problem_src=read_problem(ws), files=read_candidate_files(ws), device=workspace_device(ws),
-                  options=EvalOptions(profile=profile, timed_calls=20))
-    address = os.environ.get("CUDA_AGENT_POOL")
+    return EvalJob(problem_src=read_problem(ws), files=read_candidate_files(ws), device=workspace_device(ws),
+                   options=EvalOptions(profile=profile, timed_calls=TIMED_CALLS), task_id=str(ws))
+
+
+async def _compile():  # noqa: ANN202 - CompileReply
+    address = _pool_address()
+    job = _job()
     if address:
-        from cuda_agent.sandbox_pool.pool import connect_pool
+        from cuda_agent.sandbox_pool.pool.client import connect_pool
+
+        async with connect_pool(address) as pool:
+            return await pool.compile(job)
+    from cuda_agent.sandbox_pool.harness.oneshot import default_cache_dir
+    from cuda_agent.sandbox_pool.pool.agent_requests import compile_candidate
+
+    return await compile_candidate(job, default_cache_dir())
+
+
+def compile_main() -> int:
+    """Build kernels/ into ./cuda_extension.so; print compiler errors concisely."""
+    try:
+        reply = asyncio.run(_compile())
+    except CudaAgentError as exc:
+        print(f"[compile] error: {exc}")
+        return 1
+    if not reply.ok:
+        print("[compile] FAILED\n" + reply.log)
+        return 1
+    cached = " (cached)" if reply.cached else f" ({reply.units_compiled} unit(s) rebuilt)"
+    target = _workspace() / "cuda_extension.so"
+    try:
+        tmp = target.with_suffix(".so.tmp")
+        shutil.copyfile(reply.so_path or "", tmp)
+        tmp.replace(target)
+        where = "cuda_extension.so"
+    except OSError as exc:  # the pool's cache is not visible here: the build still counts
+        where = f"built in the pool's cache (not copied here: {exc.strerror or exc})"
+    print(f"[compile] OK in {reply.duration_s:.1f}s{cached}: {where}")
+    return 0
+
+
+async def _evaluate(profile: bool):  # noqa: ANN202 - EvalResult
+    from cuda_agent.sandbox_pool.harness.oneshot import static_verdict
+
+    job = _job(profile)
+    rejected = static_verdict(job)  # answered here, before the pool is contacted
+    if rejected is not None:
+        return rejected
+    address = _pool_address()
+    if address:
+        from cuda_agent.sandbox_pool.pool.client import connect_pool
 
         async with connect_pool(address) as pool:
             return await pool.evaluate(job)
-    return await evaluate_job(job)
+    from cuda_agent.sandbox_pool.harness.oneshot import evaluate_oneshot
+
+    return await evaluate_oneshot(job, use_cache=False)
 
 
 def _print_result(result, profile: bool) -> None:  # noqa: ANN001 - EvalResult
@@ -85,43 +128,36 @@ def verification_main() -> int:
 
 
 def profiling_main() -> int:
-    """Reference hot spots (torch.profiler), then the full evaluation with timings and reward."""
-    _profile_reference()
+    """Reference hot spots (cached per task by the pool), then the full evaluation with timings and reward."""
     try:
-        result = asyncio.run(_evaluate(profile=True))
+        profile_text, result = asyncio.run(_profile_and_evaluate())
     except CudaAgentError as exc:
         print(f"[profiling] infrastructure error: {exc}")
         return 2
+    print(profile_text.rstrip())
     _print_result(result, profile=True)
     return 0 if result.correct else 1
 
 
-def _profile_reference(top: int = 8) -> None:
+async def _profile_and_evaluate():  # noqa: ANN202 - (str, EvalResult)
+    return await asyncio.gather(_reference_profile(), _evaluate(profile=True))
+
+
+async def _reference_profile() -> str:
     """Top operators of the reference by self time, so the model sees where time goes."""
-    import torch
-
-    from cuda_agent.sandbox_pool.harness.problem import load_problem
-    from cuda_agent.sandbox_pool.workspace import read_problem, workspace_device
-
-    ws = _workspace()
-    device = workspace_device(ws)
+    job = _job()
+    address = _pool_address()
     try:
-        problem = load_problem(read_problem(ws))
-        torch.manual_seed(0)
-        model = problem.model_cls(*problem.get_init_inputs()).to(device)
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if device == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        with torch.no_grad():
-            model(*inputs)
-            with torch.profiler.profile(activities=activities) as prof:
-                for _ in range(3):
-                    model(*inputs)
-                if device == "cuda":
-                    torch.cuda.synchronize()
-        sort = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
-        print("[reference profile] top operators / kernels (3 calls):")
-        print(prof.key_averages().table(sort_by=sort, row_limit=top, max_name_column_width=60))
-    except Exception as exc:  # profiling the reference is advisory only
-        print(f"[reference profile] unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if address:
+            from cuda_agent.sandbox_pool.pool.client import connect_pool
+
+            async with connect_pool(address) as pool:
+                reply = await pool.reference_profile(job)
+        else:
+            from cuda_agent.sandbox_pool.harness.oneshot import default_cache_dir
+            from cuda_agent.sandbox_pool.pool.agent_requests import reference_profile
+
+            reply = await reference_profile(job, default_cache_dir())
+    except CudaAgentError as exc:  # profiling the reference is advisory only
+        return f"[reference profile] unavailable: {exc}"
+    return reply.text

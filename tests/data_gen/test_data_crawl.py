@@ -50,3 +50,24 @@ def test_gpu_presets_render_for_every_torch_seed():
     assert sum(r is not None for r in rendered) >= 200
     for task in filter(None, rendered):
         check_source(task.source)
+
+
+def test_no_transformers_seed_draws_random_numbers_in_forward(seeds_path):
+    """GPT-2 (and any config whose dropout defaults to 0.1) must be built with dropout off."""
+    from cuda_agent.data_gen.filter.probes import probe_forward
+    from cuda_agent.data_gen.loader import import_source
+
+    torch.set_num_threads(1)
+    seeds = [s for s in JsonlStore(seeds_path, Task).load() if s.provenance.library == "transformers"]
+    assert any("gpt2" in s.ops[0].lower() for s in seeds)
+    offenders = []
+    for seed in seeds:
+        module = import_source(seed.source)
+        torch.manual_seed(0)
+        model = module.Model(*module.get_init_inputs())
+        inputs = module.get_inputs()
+        with torch.no_grad():
+            _, probe = probe_forward(lambda: model(*inputs), inputs, "cpu")
+        if probe.rng_ops or probe.rng_state_changed:
+            offenders.append((seed.id, probe.rng_ops))
+    assert not offenders

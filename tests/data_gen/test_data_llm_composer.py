@@ -147,3 +147,56 @@ def test_client_errors_are_typed(server):
 def test_extract_code_takes_the_longest_block():
     assert extract_code("```python\nshort\n```\ntext\n```python\nlonger block\n```") == "longer block\n"
     assert extract_code("no code") is None
+
+
+def test_invalid_generations_are_counted_by_reason(tmp_path, server, seeds_path):
+    not_format = "```python\nimport torch\n\ndef forward(x):\n    return x\n```"
+    bad_import = "```python\n" + FUSED.split("```python\n")[1].split("```")[0].replace(
+        "import torch\n", "import torch\nimport os\n", 1) + "```"
+    server.replies = ["sorry, no code", "```python\ndef broken(:\n```", not_format, bad_import,
+                      FUSED.replace("{n}", "32"), FUSED.replace("{n}", "48")]
+    report = compose(tmp_path / "llm.jsonl", count=1, composer="llm", seeds_path=seeds_path, seed=1,
+                     endpoint=_endpoint(server.url), device="cpu", window_ms=(0.1, 50))
+    assert report.written == 1
+    assert report.failed_by_reason == {"no_code_block": 1, "syntax_error": 1, "not_kernelbench_format": 1,
+                                       "disallowed_import": 1}
+    assert report.failed_attempts == 4
+
+
+def test_parse_reply_takes_fenced_python_in_any_spelling():
+    from cuda_agent.data_gen.compose.llm import parse_reply
+
+    body = FUSED.split("```python\n")[1].split("```")[0].replace("{n}", "8")
+    for fence in ("```python\n", "```py\n", "```\n", "```python model.py\n"):
+        code, reason = parse_reply(f"Sure.\n{fence}{body}```\nDone.")
+        assert reason is None and code is not None and "class Model" in code, fence
+    assert parse_reply(body) == (body.strip() + "\n", None)  # a bare file is taken as is
+    assert parse_reply("no code at all") == (None, "no_code_block")
+
+
+def test_the_prompt_asks_for_the_format_and_the_rules():
+    from cuda_agent.data_gen.prompts import composer_messages
+
+    messages = composer_messages([("Conv2d", "class Model: ..."), ("GELU", "class Model: ...")], device="cuda",
+                                 window_ms=(1.0, 100.0))
+    system, user = messages[0]["content"], messages[1]["content"]
+    assert "KernelBench" in system and "```python" in system
+    assert "Conv2d -> GELU" in user and "get_inputs()" in user and "get_init_inputs()" in user
+    assert "deterministic" in user and "between 1 and 100 ms" in user and "H100" in user
+
+
+def test_compose_command_against_the_scripted_endpoint(tmp_path, server, seeds_path):
+    from typer.testing import CliRunner
+
+    from cuda_agent.data_gen.cli import app
+
+    server.replies = ["nothing here", FUSED.replace("{n}", "32")]
+    out = tmp_path / "cli.jsonl"
+    result = CliRunner().invoke(app, ["compose", "--composer", "llm", "--base-url", server.url, "--model",
+                                      "scripted-model", "--concurrency", "1", "--count", "1", "--seeds",
+                                      str(seeds_path), "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "no_code_block" in result.output
+    assert [t.provenance.llm_model for t in JsonlStore(out, Task).load()] == ["scripted-model"]
+    assert server.requests[0]["model"] == "scripted-model"
+    assert "one CPU core" in server.requests[0]["messages"][1]["content"]

@@ -52,9 +52,17 @@ class Child:
         update = {k: go[k] for k in ("trial_draws", "timing_draws", "poison_bytes") if k in go}
         self.spec = ChildSpec.model_validate({**self.spec.model_dump(), **update})
 
+    def step_done(self, **message: Any) -> None:
+        """Report a finished step; a gated child then waits until the parent lets it use the device again
+        (other evaluations share the device; the timed calls have it alone)."""
+        self.send(**message)
+        if self.spec.gated:
+            self.conn.recv_bytes(1 << 16)
+
     def draw(self, planned: Draw) -> list[Any]:
         assert self.problem is not None
-        return draw(self.problem.get_inputs, planned.seed, planned.distribution, self.device)
+        return draw(self.problem.get_inputs, planned.seed, planned.distribution, self.device,
+                    perturb_seed=planned.perturb_seed, perturb_fraction=planned.perturb_fraction)
 
     def draw_trials(self) -> list[list[Any]]:
         """Trial inputs, drawn before any candidate code exists here; their digests go to the parent."""
@@ -64,7 +72,7 @@ class Child:
             trials = [self.draw(d) for d in self.spec.trial_draws]
         except Exception as exc:
             self.fail("draw", exc)
-        self.send(event="drawn", digests=[digest(inputs) for inputs in trials])
+        self.step_done(event="drawn", digests=[digest(inputs) for inputs in trials])
         return trials
 
     def send(self, **message: Any) -> None:
@@ -94,7 +102,7 @@ class Child:
             model = model.to(self.device)
         except Exception as exc:
             self.fail("construct", exc)
-        self.send(event="loaded", weights=loaded)
+        self.step_done(event="loaded", weights=loaded)
         if self.spec.role == "reference" and self.spec.compile_reference:
             return torch.compile(model)
         return model
@@ -182,8 +190,8 @@ class Child:
             bad_types = self.check_types(outputs)
             mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
             layout = [] if bad_types else self.write_outputs(k, outputs)
-            self.send(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
-                      violations=list(self.guard.violations) if self.guard else [])
+            self.step_done(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
+                           violations=list(self.guard.violations) if self.guard else [])
 
     def time_null_calls(self, timer: Timer) -> None:
         """The timing protocol's own cost seen from outside, measured before any candidate code exists."""
@@ -214,6 +222,8 @@ class Child:
                 timer.sync()
                 k += 1
             del warm
+            if self.spec.gated:
+                self.step_done(event="warm", calls=k)  # the timed calls start when the device is ours alone
             samples, hosts, type_errors = [], [], []
             wall0 = timer_now()
             for k, draw_k in enumerate(planned):
@@ -254,12 +264,16 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any 
                 torch.cuda.set_device(spec.device_index)
             torch.backends.cuda.matmul.allow_tf32 = spec.tf32
             torch.backends.cudnn.allow_tf32 = spec.tf32
-            timer = Timer(child.device if spec.device == "cuda" else "cpu")
-            child.time_null_calls(timer)
         except Exception as exc:  # before any candidate code: the harness's own failure
             child.fail("setup", exc)
         child.send(event="ready", isolation=isolation, pid=os.getpid())
         child.wait_for_go()
+        try:  # the clock's calibration and null calls: a gated child has the device alone here
+            timer = Timer(child.device if spec.device == "cuda" else "cpu")
+            child.time_null_calls(timer)
+        except Exception as exc:
+            child.fail("setup", exc)
+        child.step_done(event="calibrated")
         trials = child.draw_trials()
         model = child.build()
         child.run_trials(model, trials, timer)

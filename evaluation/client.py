@@ -1,0 +1,156 @@
+"""A chat-completions client for any OpenAI-compatible endpoint (vLLM, SGLang, hosted APIs).
+
+Plain HTTP (httpx), streaming off. Transient failures — connection errors, timeouts, HTTP 429
+and 5xx — are retried with exponential backoff and counted; what is still failing after the
+retries raises ``EndpointError``, which the runner records as an ``endpoint_error`` sample
+(excluded from metrics, retried on resume), never as the model's failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.errors import ConfigError, CudaAgentError
+
+
+class EndpointError(CudaAgentError, RuntimeError):
+    """The model endpoint failed (after retries); not the model's outcome."""
+
+
+class EndpointConfig(BaseModel):
+    """Where and how to reach the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:8000/v1.")
+    model: str = Field(description="Model name as the endpoint serves it.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (may be unset).")
+    timeout_s: float = Field(600.0, gt=0, description="Limit of one request.")
+    retries: int = Field(4, ge=0, description="Retries of a transient failure.")
+    backoff_s: float = Field(2.0, ge=0, description="First retry delay; doubled each retry (with jitter).")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature (None: the endpoint's default).")
+    max_tokens: int | None = Field(None, ge=1, description="Completion tokens per request (None: the endpoint's).")
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/")
+
+
+class Completion(BaseModel):
+    """The parts of a chat completion the runner uses."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: dict[str, Any] = Field(description="The choice's message: content and tool_calls.")
+    finish_reason: str | None = Field(None, description="stop, tool_calls, length, ...")
+    prompt_tokens: int | None = Field(None, description="usage.prompt_tokens.")
+    completion_tokens: int | None = Field(None, description="usage.completion_tokens.")
+    retries: int = Field(0, description="Transient failures retried for this completion.")
+
+
+def _transient(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+class ChatClient:
+    """One HTTP connection pool to the endpoint; use as an async context manager."""
+
+    def __init__(self, config: EndpointConfig):
+        import httpx
+
+        self.config = config
+        key = os.environ.get(config.api_key_env, "")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.AsyncClient(timeout=httpx.Timeout(config.timeout_s, connect=min(30.0, config.timeout_s)),
+                                       headers=headers)
+        self.retried = 0
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def check(self) -> None:
+        """Fail fast, with a one-line ConfigError, on an unreachable endpoint or a model it does not serve."""
+        import httpx
+
+        url = f"{self.config.url}/models"
+        try:
+            response = await self._http.get(url, timeout=min(30.0, self.config.timeout_s))
+        except httpx.HTTPError as exc:
+            raise ConfigError(f"--base-url {self.config.base_url}: endpoint unreachable ({type(exc).__name__}: "
+                              f"{exc}); start the server or fix the URL (it ends in /v1)") from None
+        if response.status_code in (401, 403):
+            raise ConfigError(f"--base-url {self.config.base_url}: HTTP {response.status_code} (unauthorized); put "
+                              f"the API key in ${self.config.api_key_env} or name its variable with --api-key-env")
+        if response.status_code == 404:
+            return  # some hosted APIs have no model list; a wrong name then fails on the first request
+        if response.status_code != 200:
+            raise ConfigError(f"--base-url {self.config.base_url}: GET /models answered HTTP {response.status_code}")
+        try:
+            served = [str(item.get("id")) for item in response.json().get("data", [])]
+        except (ValueError, AttributeError):
+            return
+        if served and self.config.model not in served:
+            raise ConfigError(f"--model {self.config.model!r} is not served at {self.config.base_url}; "
+                              f"served: {', '.join(served[:10])}")
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
+        """One chat completion (retried on transient failures)."""
+        import httpx
+
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": False}
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        if self.config.temperature is not None:
+            body["temperature"] = self.config.temperature
+        if self.config.max_tokens is not None:
+            body["max_tokens"] = self.config.max_tokens
+        url = f"{self.config.url}/chat/completions"
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.post(url, json=body)
+                if not _transient(response.status_code):
+                    break
+                reason = f"HTTP {response.status_code}: {response.text[:200]}"
+            except httpx.TimeoutException as exc:
+                reason = f"timed out after {self.config.timeout_s:g} s ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            if attempt >= self.config.retries:
+                raise EndpointError(f"{url}: {reason} (after {attempt} retries)")
+            delay = self.config.backoff_s * (2**attempt) * (1 + 0.25 * random.random())
+            attempt += 1
+            self.retried += 1
+            await asyncio.sleep(delay)
+        if response.status_code != 200:
+            raise EndpointError(f"{url}: HTTP {response.status_code}: {' '.join(response.text[:300].split())}")
+        return _parse(response, url, attempt)
+
+
+def _parse(response: Any, url: str, retries: int) -> Completion:
+    try:
+        payload = response.json()
+        choice = payload["choices"][0]
+        message = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise EndpointError(f"{url}: not a chat completion: {' '.join(response.text[:200].split())}") from None
+    usage = payload.get("usage") or {}
+    return Completion(message=dict(message), finish_reason=choice.get("finish_reason"),
+                      prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"),
+                      retries=retries)
+
+
+async def check_endpoint(config: EndpointConfig) -> None:
+    """``ChatClient.check`` on a client of its own (the CLI's preflight)."""
+    async with ChatClient(config) as client:
+        await client.check()
+

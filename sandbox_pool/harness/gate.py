@@ -1,0 +1,247 @@
+"""Who may use one device while several evaluations are in flight on it.
+
+Only the timed calls (and the clock calibration before them) need the device to themselves;
+everything else an evaluation does on it (the reference's outputs, the child's draws, loading,
+correctness trials, warm-up) can share it with other evaluations. `DeviceGate` is a
+writer-preferring readers-writer lock over one device, on the event loop:
+
+- **shared**: any number of holders at once; a new shared holder waits while an exclusive
+  holder runs or waits (so timed calls never wait behind a stream of shared steps);
+- **exclusive**: one holder, nothing shared running: the timed window of one candidate;
+- **solo**: exclusive, and no other evaluation child alive on the device at all (a child that
+  is paused still holds device memory). Used to re-run, the way a one-at-a-time worker would,
+  an evaluation whose failure could have come from a neighbour (out of memory, a slow-down past
+  its time limit); the other live children are preempted (killed) and their evaluations start
+  again afterwards.
+
+Each evaluation holds a `Lease`, which records whether any other evaluation child was alive on
+the device at the same time as its own (`overlapped`), how long it waited for the gate
+(excluded from the candidate's time limit), and whether it was preempted. A shared holder that
+keeps an exclusive request waiting longer than `preempt_after_s` (an endless kernel in a
+correctness trial, say) is preempted too; its evaluation is re-run solo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class Preempted(Exception):
+    """The lease's child was stopped so that another evaluation could use the device (internal)."""
+
+    def __init__(self, solo_next: bool) -> None:
+        super().__init__("preempted")
+        self.solo_next = solo_next
+
+
+@dataclass
+class GateStats:
+    """Totals of one gate since it was made (seconds, counts)."""
+
+    exclusive_s: float = 0.0
+    exclusive_windows: int = 0
+    solo_windows: int = 0
+    preemptions: int = 0
+    max_live_children: int = 0
+    log: list[tuple[str, float, float]] = field(default_factory=list)
+    """(kind, start, end) of the last windows (monotonic seconds), for tests and benchmarks."""
+
+
+LOG_WINDOWS = 4096
+
+
+class DeviceGate:
+    """Writer-preferring shared / exclusive use of one device; see the module docstring."""
+
+    def __init__(self, preempt_after_s: float = 2.0) -> None:
+        self.preempt_after_s = preempt_after_s
+        self._cond: asyncio.Condition | None = None
+        self._shared: set[Lease] = set()
+        self._exclusive: Lease | None = None
+        self._writers = 0
+        self._solo_waiting = 0
+        self._solo: Lease | None = None
+        self._live: set[Lease] = set()
+        self.stats = GateStats()
+
+    @property
+    def cond(self) -> asyncio.Condition:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        return self._cond
+
+    def lease(self) -> "Lease":
+        return Lease(self)
+
+    @property
+    def busy_exclusive(self) -> bool:
+        return self._exclusive is not None
+
+    def _log(self, kind: str, start: float) -> None:
+        self.stats.log.append((kind, start, time.monotonic()))
+        if len(self.stats.log) > LOG_WINDOWS:
+            del self.stats.log[: LOG_WINDOWS // 2]
+
+    # -- live children ------------------------------------------------------------------
+    def _enter(self, lease: "Lease") -> None:
+        if self._live - {lease}:
+            lease.overlapped = True
+            for other in self._live:
+                other.overlapped = True
+        self._live.add(lease)
+        self.stats.max_live_children = max(self.stats.max_live_children, len(self._live))
+
+    async def _leave(self, lease: "Lease") -> None:
+        self._live.discard(lease)
+        async with self.cond:
+            self.cond.notify_all()
+
+
+class Lease:
+    """One evaluation's use of the gate: at most one mode at a time (shared or exclusive)."""
+
+    def __init__(self, gate: DeviceGate) -> None:
+        self.gate = gate
+        self.mode: str | None = None  # None, "shared", "exclusive"
+        self.solo = False
+        self.overlapped = False
+        self.waited_s = 0.0
+        self.preempt: bool | None = None  # None: not asked; else whether the next attempt must be solo
+        self.on_child = False  # the shared hold is on behalf of a running child step (preemptible)
+        self._since = 0.0
+
+    # -- the lease's child ----------------------------------------------------------------
+    async def start_child(self) -> None:
+        """Before this lease's child is started: wait while a solo run is pending or running."""
+        gate = self.gate
+        if not self.solo:
+            t0 = time.monotonic()
+            async with gate.cond:
+                await gate.cond.wait_for(lambda: not gate._solo_waiting and gate._solo is None)
+            self.waited_s += time.monotonic() - t0
+        gate._enter(self)
+
+    async def child_ended(self) -> None:
+        await self.gate._leave(self)
+
+    def check_preempted(self) -> None:
+        """Raise `Preempted` if another evaluation asked this one to stop."""
+        if self.preempt is not None:
+            raise Preempted(self.preempt)
+
+    # -- modes ----------------------------------------------------------------------------
+    async def shared(self, *, on_child: bool = False) -> None:
+        """Hold the device shared. Already shared: let a waiting exclusive request go first."""
+        gate = self.gate
+        if self.solo:
+            return
+        if self.mode == "shared" and not gate._writers:
+            self.on_child = on_child
+            return
+        await self.release()
+        t0 = time.monotonic()
+        async with gate.cond:
+            await gate.cond.wait_for(lambda: self.preempt is not None or (gate._exclusive is None and not gate._writers))
+            self.waited_s += time.monotonic() - t0
+            self.check_preempted()
+            gate._shared.add(self)
+            self.mode, self.on_child, self._since = "shared", on_child, time.monotonic()
+
+    async def exclusive(self) -> None:
+        """Hold the device alone (no shared holder, no other exclusive holder)."""
+        if self.solo or self.mode == "exclusive":
+            return
+        await self.release()
+        gate = self.gate
+        t0 = time.monotonic()
+        async with gate.cond:
+            gate._writers += 1
+            try:
+                while not (gate._exclusive is None and not gate._shared):
+                    self.check_preempted()
+                    try:
+                        async with asyncio.timeout(gate.preempt_after_s):
+                            await gate.cond.wait()
+                    except TimeoutError:
+                        self._preempt_long_holders()
+            finally:
+                gate._writers -= 1
+            gate._exclusive = self
+        self.waited_s += time.monotonic() - t0
+        self.mode, self._since = "exclusive", time.monotonic()
+
+    async def acquire_solo(self) -> None:
+        """Exclusive, with no other evaluation child alive on the device. The other live children are
+        preempted (their evaluations start again later), except the one in its timed window, which ends first."""
+        gate = self.gate
+        await self.release()
+        t0 = time.monotonic()
+        gate._solo_waiting += 1
+        try:
+            async with gate.cond:
+                await gate.cond.wait_for(lambda: gate._solo is None)
+                gate._solo = self
+                self._preempt_others()
+            waited = time.monotonic() - t0
+            await self.exclusive()  # counts its own wait
+            t1 = time.monotonic()
+            async with gate.cond:
+                while gate._live - {self}:
+                    self._preempt_others()
+                    await gate.cond.wait()
+            self.waited_s += waited + time.monotonic() - t1
+        except BaseException:
+            if gate._solo is self:
+                gate._solo = None
+            await self.release()
+            raise
+        finally:
+            gate._solo_waiting -= 1
+        self.solo = True
+        gate.stats.solo_windows += 1
+
+    def _preempt_others(self) -> None:
+        gate = self.gate
+        for other in gate._live - {self}:
+            if other is not gate._exclusive and other.preempt is None:
+                other.preempt = False  # not its fault: it starts again, sharing
+                gate.stats.preemptions += 1
+        gate.cond.notify_all()
+
+    def _preempt_long_holders(self) -> None:
+        """An exclusive request waited `preempt_after_s`: stop the child steps that hold it up."""
+        for holder in self.gate._shared:
+            if holder.on_child and holder.preempt is None and time.monotonic() - holder._since >= self.gate.preempt_after_s:
+                holder.preempt = True  # it held the device too long: its next attempt runs solo
+                self.gate.stats.preemptions += 1
+
+    async def release(self) -> None:
+        gate = self.gate
+        if self.mode is None:
+            return
+        if self.mode == "exclusive":
+            gate._exclusive = None
+            gate.stats.exclusive_s += time.monotonic() - self._since
+            gate.stats.exclusive_windows += 1
+            gate._log("solo" if self.solo else "exclusive", self._since)
+        else:
+            gate._shared.discard(self)
+            gate._log("shared", self._since)
+        self.mode, self.on_child = None, False
+        async with gate.cond:
+            gate.cond.notify_all()
+
+    async def close(self) -> None:
+        """Release everything (end of an attempt)."""
+        gate = self.gate
+        await self.release()
+        if gate._solo is self:
+            gate._solo = None
+        self.solo = False
+        await self.child_ended()
+
+
+__all__ = ["DeviceGate", "GateStats", "Lease", "Preempted"]

@@ -1,0 +1,104 @@
+"""The one-shot evaluation path of ``cuda-agent eval``: cheapest answer first.
+
+    1. static check    in this process, before torch is imported or any worker starts:
+                       a rejected candidate is answered in milliseconds
+    2. result cache    an unchanged candidate (same key: `result_cache`) is answered from disk
+    3. evaluation      the evaluator's forkserver starts (torch import, in a thread) while the
+                       candidate compiles (content-addressed build cache), then verify / time
+
+Steps 1 and 2 import neither torch nor the evaluator. The verdicts are the evaluator's own:
+step 1 runs the same `check_candidate` the evaluator runs first, step 2 serves a result the
+evaluator produced for exactly this key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult, EvalStatus, Receipt, StageOutcome
+from cuda_agent.sandbox_pool.harness.result_cache import ResultCache, candidate_sha256, result_key
+from cuda_agent.sandbox_pool.harness.static_check import check_candidate
+from cuda_agent.sandbox_pool.harness.verdict import fail
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.harness.evaluator import EvaluatorConfig
+
+
+def static_verdict(job: EvalJob) -> EvalResult | None:
+    """The evaluator's verdict for a candidate the static check rejects, else None (torch-free)."""
+    t0 = time.monotonic()
+    report = check_candidate(job.files)
+    if report.ok:
+        return None
+    result = EvalResult(status=EvalStatus.OK, precision_policy=job.options.precision_policy, device=job.device)
+    result.receipt = Receipt(problem_sha256=hashlib.sha256(job.problem_src.encode()).hexdigest(),
+                             candidate_sha256=candidate_sha256(job.files))
+    result.stages["static_check"] = StageOutcome(ran=True, ok=False, duration_s=time.monotonic() - t0,
+                                                 log="\n".join(report.errors + report.violations))
+    if report.errors:
+        fail(result, EvalStatus.STATIC_CHECK_FAILED, "; ".join(report.errors))
+    else:
+        fail(result, EvalStatus.VIOLATION, report.violations[0], report.violations)
+    result.wall_s = time.monotonic() - t0
+    return result
+
+
+def default_cache_dir() -> Path:
+    """The evaluator's cache folder, resolved without importing the compiler (torch)."""
+    import os
+
+    return Path(os.environ.get("CUDA_AGENT_CACHE") or Path.home() / ".cache" / "cuda_agent")
+
+
+def _settings(config: "EvaluatorConfig | None", isolate: bool, memory_mb: int) -> dict[str, object]:
+    if config is not None:
+        return {"isolate": config.isolate, "cpu_memory_limit_mb": config.cpu_memory_limit_mb,
+                "device_index": config.device_index}
+    return {"isolate": isolate, "cpu_memory_limit_mb": memory_mb, "device_index": 0}
+
+
+async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = None, use_cache: bool = True,
+                           cache_dir: Path | None = None) -> EvalResult:
+    """Evaluate `job` the cheapest honest way (module docstring). Candidate failures are results."""
+    static = static_verdict(job)
+    if static is not None:
+        return static
+    cache_root = Path(cache_dir or (config.cache_dir if config and config.cache_dir else None) or default_cache_dir())
+    cache = ResultCache(cache_root)
+    # Defaults of EvaluatorConfig, repeated so the key needs no torch import; a test keeps them equal.
+    key = result_key(job, cache_root, _settings(config, True, 16384))
+    if use_cache:
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    result = await _evaluate(job, config, cache_root)
+    cache.put(key, result)
+    return result
+
+
+async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: Path) -> EvalResult:
+    from cuda_agent.sandbox_pool.harness.compiler import build_extension
+    from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig
+
+    cfg = config or EvaluatorConfig(device=job.device, cache_dir=cache_root)
+    evaluator = Evaluator(cfg)
+    try:
+        # The forkserver's torch import (seconds) overlaps the compile: both are needed, neither waits.
+        started, build = await asyncio.gather(
+            evaluator.start(),
+            build_extension(job.files, job.device, cache_dir=evaluator.cache_dir,
+                            timeout_s=job.options.compile_timeout_s),
+            return_exceptions=True)
+        if isinstance(started, BaseException):
+            raise started
+        # A broken toolchain: the evaluator builds again and reports it as an infra_error result.
+        return await evaluator.evaluate(job, build=None if isinstance(build, BaseException) else build)
+    finally:
+        await evaluator.close()
+
+
+__all__ = ["default_cache_dir", "evaluate_oneshot", "static_verdict"]

@@ -1,0 +1,80 @@
+"""Approximate kernels (HACKS.md #16 distribution shortcut, #17 subsampling, #20 init exploits).
+
+The problem (candidates/problem_row_sums.py) sums wide rows of torch.rand values: on its own
+inputs a kernel that reads half of each row, or returns the expectation, is within 1e-2 of the
+reference (`test_the_cheats_pass_on_native_inputs_alone` shows it). The structured trials and the
+influence twins must reject them, and must not reject honest kernels that only sum in another
+order (sequential, tree, 32 lanes + shuffle-down, block partials in a different order per call as
+atomics give, Kahan).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox_pool.harness import EvalStatus
+
+CANDIDATES = Path(__file__).parent / "candidates"
+PROBLEM = (CANDIDATES / "problem_row_sums.py").read_text()
+KERNELS = (CANDIDATES / "approx_kernels.cpp").read_text()
+
+HONEST = ("seq", "tree", "lanes", "atomics", "kahan")
+CHEATS = ("strided", "first_half", "expectation", "default_init", "detect")
+
+
+def model_new(variant: str) -> str:
+    return (
+        "import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, cols):\n"
+        "        super().__init__()\n"
+        "        self.gain = nn.Parameter(torch.ones(cols))\n"
+        "        self.bias = nn.Parameter(torch.zeros(1))\n\n"
+        "    def forward(self, x):\n"
+        f"        return cuda_extension.wsum_{variant}(x, self.gain, self.bias)\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def evaluate(evaluate_cpu):
+    def run(variant: str, **options):
+        return evaluate_cpu(model_new(variant), KERNELS, problem=PROBLEM, **options)
+
+    return run
+
+
+@pytest.mark.parametrize("variant", HONEST)
+def test_honest_summation_orders_pass(evaluate, variant: str) -> None:
+    result = evaluate(variant, seed=3)
+    assert result.correct and result.status is EvalStatus.OK, (variant, result.status, result.error)
+    log = result.stages["verify"].log
+    assert "influence residuals" in log, log
+    print(variant, log.splitlines()[-1])
+
+
+@pytest.mark.parametrize("variant", CHEATS)
+def test_approximations_are_rejected(evaluate, variant: str) -> None:
+    for seed in (3, 4):
+        result = evaluate(variant, seed=seed)
+        assert result.reward == -1.0 and result.status is EvalStatus.INCORRECT, (variant, seed, result.error)
+        assert "trial" in (result.error or ""), result.error
+        print(variant, seed, result.error[:200])
+
+
+@pytest.mark.parametrize("variant", ["strided", "first_half", "expectation", "detect"])
+def test_the_cheats_pass_on_native_inputs_alone(evaluate, variant: str) -> None:
+    # The premise of the tests above: without the structured trials and the influence twins,
+    # these approximations are within tolerance of the reference on the problem's own inputs.
+    result = evaluate(variant, seed=3, correctness_trials=1, influence_checks=0)
+    assert result.correct, (variant, result.error)
+
+
+def test_only_the_influence_twin_catches_an_input_detecting_subsampler(evaluate) -> None:
+    # It reads every element when the input does not look like torch.rand: the structured
+    # trials pass; the twin of the native draw looks native, so the influence check decides.
+    without = evaluate("detect", seed=3, influence_checks=0)
+    assert without.correct, without.error
+    caught = evaluate("detect", seed=3)
+    assert caught.status is EvalStatus.INCORRECT and "influence" in (caught.error or ""), caught.error
