@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from cuda_agent.errors import CudaAgentError, InfraError
+from cuda_agent.cli.contract import ContractGroup
+from cuda_agent.errors import CudaAgentError
 
 app = typer.Typer(
     help="Synthesise training tasks: crawl operators, compose fused tasks, filter by execution, "
     "decontaminate against KernelBench, export veRL parquet.",
     no_args_is_help=True,
+    cls=ContractGroup,
 )
 
 
@@ -33,23 +34,8 @@ def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log INFO 
                         handlers=[RichHandler(console=console, show_path=False)], force=True)
 
 
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    from pydantic import ValidationError
-
-    from cuda_agent.data_gen.cli_tables import console
-
-    try:
-        yield
-    except ValidationError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    except InfraError as exc:
-        console.print(f"[red]infrastructure error:[/red] {exc}")
-        raise typer.Exit(3) from None
-    except CudaAgentError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
+_errors = contextlib.nullcontext
+"""Errors become exit codes and one line on stderr in one place: the CLI contract (ContractGroup)."""
 
 
 def _echo_json(model: object) -> None:
@@ -132,6 +118,14 @@ def _require(count: int, stage: str, why: str) -> None:
     require(count, stage, why)
 
 
+def _check_tasks(path: Path) -> None:
+    """A usage error (exit 2) for an input JSONL that is empty or has a bad line."""
+    from cuda_agent.data_gen.models import Task
+    from cuda_agent.data_gen.store import JsonlStore
+
+    JsonlStore(path, Task).check_input()
+
+
 def _usage(message: str) -> CudaAgentError:
     from cuda_agent.errors import ConfigError
 
@@ -189,6 +183,7 @@ def filter_cmd(
 
     from cuda_agent.data_gen.cli_tables import bar_callback, new_progress
 
+    _check_tasks(tasks)
     with _errors():
         config = _filter_config(device, min_ms, max_ms, workers, gpus, timeout, compile_, compile_backend, seed,
                                 atol, rtol)
@@ -217,6 +212,7 @@ def decontam(
     from cuda_agent.data_gen.cli_tables import print_decontam_report, progress_bar
     from cuda_agent.data_gen.decontam import decontaminate
 
+    _check_tasks(tasks)
     with _errors(), progress_bar("decontam") as progress:
         report = decontaminate(tasks, out, kernelbench, threshold=threshold, progress=progress)
     print_decontam_report(report)
@@ -243,6 +239,7 @@ def export_cmd(
     from cuda_agent.data_gen.cli_tables import console, progress_bar
     from cuda_agent.data_gen.export import export
 
+    _check_tasks(tasks)
     with _errors(), progress_bar("export") as progress:
         report = export(tasks, out, device=_device(device), data_source=data_source,  # type: ignore[arg-type]
                         val_fraction=val_fraction, formats=fmt, single_turn_agent=single_turn_agent,

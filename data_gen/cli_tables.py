@@ -70,9 +70,13 @@ def print_filter_report(report: FilterReport) -> None:
     console.print(summary)
     console.print(histogram_table("eager time, ms (all timed tasks)", report.eager_ms_histogram))
     lo, hi = report.window_ms
-    console.print(f"window [{lo:g}, {hi:g}] ms on {', '.join(report.devices) or report.config.device}; "
-                  f"{report.processed} tasks judged in {report.wall_s:.1f} s = "
-                  f"[bold]{report.tasks_per_minute:.1f} tasks/min[/bold] with {report.parallel_slots} parallel slots"
+    judged = (f"all resumed; the run that judged them: {report.tasks_per_minute:.1f} tasks/min in {report.wall_s:.1f} s"
+              if report.throughput_from_previous_run else
+              f"{report.processed} tasks judged in {report.wall_s:.1f} s = [bold]{report.tasks_per_minute:.1f} "
+              f"tasks/min[/bold]") + (f" ({report.rejudged} judged again: source or settings changed)"
+                                     if report.rejudged else "")
+    console.print(f"window [{lo:g}, {hi:g}] ms on {', '.join(report.devices) or report.config.device}; {judged} "
+                  f"with {report.parallel_slots} parallel slots"
                   + (f"; {report.infra_errors} infrastructure errors (retried next run)" if report.infra_errors else ""))
     if report.recheck is not None:
         r = report.recheck

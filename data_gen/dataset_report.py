@@ -90,13 +90,15 @@ def _plot(path: Path, timed: Sequence[float], exported: Sequence[float], window:
     except ImportError:
         logger.warning("matplotlib is not installed: %s not written (pip install matplotlib)", path.name)
         return None
-    positive = [v for v in timed if v > 0] or [window[0]]
-    lo, hi = min(min(positive), window[0]), max(max(positive), window[1])
+    bounds = [b for b in window if b > 0]
+    positive = [v for v in timed if v > 0] or bounds or [1.0]
+    lo, hi = min(positive + bounds), max(positive + bounds)
+    hi = hi if hi > lo else lo * 10
     edges = [10 ** (math.log10(lo) + i * (math.log10(hi) - math.log10(lo)) / 30) for i in range(31)]
     figure, axes = plt.subplots(figsize=(7, 4))
     axes.hist(positive, bins=edges, alpha=0.5, label=f"every timed candidate ({len(timed)})")
     axes.hist([v for v in exported if v > 0], bins=edges, alpha=0.8, label=f"exported ({len(exported)})")
-    for bound in window:
+    for bound in bounds:
         axes.axvline(bound, color="black", linestyle="--", linewidth=1)
     axes.set_xscale("log")
     axes.set_xlabel("median eager time, ms (window dashed)")

@@ -51,6 +51,29 @@ class JsonlStore(Generic[M]):
                         raise ConfigError(f"{self.path}:{number} is not a valid {self.model.__name__}: {exc}") from exc
                     logger.warning("ignoring a torn last line in %s", self.path)
 
+    def check_input(self) -> int:
+        """Validate the file as a stage's input: every non-empty line a valid record (no torn-tail
+        tolerance: an input is not being written) and at least one; returns the count. ConfigError
+        names the first bad line."""
+        if not self.path.is_file():
+            raise ConfigError(f"{self.path} not found; pass a JSONL file of {self.model.__name__} records")
+        count = 0
+        with self.path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    self.model.model_validate_json(line)
+                except ValidationError as exc:
+                    first = exc.errors(include_url=False)[0]
+                    where = ".".join(str(p) for p in first.get("loc", ())) or "line"
+                    raise ConfigError(f"{self.path}:{number} is not a valid {self.model.__name__} ({where}: "
+                                      f"{first.get('msg')}); fix or remove that line") from None
+                count += 1
+        if count == 0:
+            raise ConfigError(f"{self.path} holds no {self.model.__name__} records; pass a non-empty JSONL file")
+        return count
+
     def load(self) -> list[M]:
         """All records, the last one winning when an id repeats."""
         records: dict[str, M] = {}

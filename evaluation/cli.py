@@ -19,6 +19,7 @@ from cuda_agent.errors import ConfigError
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
     app.command("report")(report)
+    app.command("baselines")(baselines)
 
 
 def run(
@@ -167,3 +168,47 @@ def report(
     else:
         sys.stdout.write(to_markdown(report_))
         typer.echo("written: " + ", ".join(str(path) for path in written.values()), err=True)
+
+
+def baselines(
+    kernelbench: Optional[Path] = typer.Option(None, "--kernelbench", help="Tasks: a KernelBench checkout."),
+    problems: Optional[Path] = typer.Option(None, "--problems", help="Tasks: a folder of problem files."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="Tasks: one of our parquet datasets."),
+    level: Optional[str] = typer.Option(None, "--level", help="KernelBench levels, e.g. 1,2,3."),
+    tasks_re: Optional[str] = typer.Option(None, "--tasks", help="Only task ids matching this regular expression."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks."),
+    device: str = typer.Option("cuda", "--device", help="cuda | cpu."),
+    device_index: int = typer.Option(0, "--device-index", min=0, help="GPU index."),
+    timed_calls: int = typer.Option(30, "--timed-calls", min=3, help="Timed calls per baseline (the evaluator's default)."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds; no new task starts after this."),
+    out: Path = typer.Option(Path("baselines.jsonl"), "--out", help="One line per task (appended; resumable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a summary JSON object on stdout."),
+) -> None:
+    """Measure the eager and torch.compile baselines of tasks once on this machine (cached like the evaluator's).
+
+    Example: cuda-agent baselines --kernelbench KernelBench --level 1,2,3 --budget 600 --out runs/baselines.jsonl
+    """
+    import time
+
+    from cuda_agent.cli.contract import require_device
+    from cuda_agent.evaluation.baselines import measure_baselines
+
+    require_device(device)
+    tasks = load_tasks(dataset, problems, kernelbench, level, device, tasks_re, limit)
+    started = time.monotonic()
+
+    def show(line) -> None:  # noqa: ANN001
+        eager = "-" if line.eager_us is None else f"{line.eager_us:.1f}"
+        compiled = "-" if line.torch_compile_us is None else f"{line.torch_compile_us:.1f}"
+        typer.echo(f"{line.task_id}: eager {eager} us, compile {compiled} us ({line.wall_s:.1f} s"
+                   f"{', cached' if line.cached else ''}){' ' + line.error[:120] if line.error else ''}", err=True)
+
+    lines = asyncio.run(measure_baselines(tasks, out, device=device, device_index=device_index,
+                                          timed_calls=timed_calls, budget_s=budget, on_line=show))
+    summary = {"measured": len(lines), "tasks": len(tasks), "wall_s": round(time.monotonic() - started, 1),
+               "failed": sum(1 for line in lines if line.eager_us is None), "out": str(out)}
+    if as_json:
+        sys.stdout.write(json.dumps(summary) + "\n")
+    else:
+        typer.echo(f"baselines: {summary}", err=True)
+

@@ -2,12 +2,20 @@
 # Everything the open issues measure on a GPU node, in one call of the device machine (one or two H200s):
 #   tests   GPU-marked tests (issue 2 harness, issue 3 faults)                       -> gpu-tests.log
 #   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
-#   data    data pipeline: compose + filter --count tasks, recheck (issue 6), on the last GPU,
-#           in parallel with tests+bench when there are two GPUs                      -> data.tgz, data.log
+#   data    data pipeline (issue 17): crawl, compose DATA_COUNT (240) tasks, filter them with the paper's
+#           [1, 100] ms window and inductor, export, dataset report; on the last GPU, in parallel with
+#           tests+bench when there are two GPUs; ~4-5 min on one H200. DATA_RECHECK=1 adds a second
+#           filter run of the kept tasks (+~1.5 min); DATA_KERNELBENCH=path decontaminates (else
+#           --no-decontam)      -> data.log, data.tgz, data_pipeline_report.json, data_dataset_report.{json,md},
+#                                  data_eager_ms.png, data_report.json (the filter's)
 #   pool1   pool throughput, 16 submitters, one GPU (issue 3), on the last GPU        -> pool_1gpu.json/.log
 #   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
 #   pool2   the same on two GPUs, a worker process per GPU (the default)              -> pool_2gpu.json/.log
 #   pool2in control: two GPUs with both workers in one process                        -> pool_2gpu_in_process.json/.log
+#   agentpath  the agent's per-call path (issue 12): skill scripts through a served pool, `cuda-agent eval`
+#           (static reject, cold, unchanged) and the official-style scripts on the same workspace; ~4 min
+#           on one H200 (AGENTPATH_CASES=diag_matmul,softmax for both tasks, ~+3 min)
+#                                                                           -> agentpath/results.{json,md}, agentpath.log
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
@@ -18,11 +26,17 @@ GPUS=$(nvidia-smi -L | wc -l); LAST=$((GPUS - 1)); status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s); stamp() { echo "[gpu-session +$(( $(date +%s) - t0 ))s] $*"; }
 
-data_phase() {
+data_phase() {  # issue 17: paper window [1, 100] ms (the cuda default), inductor, dataset report
   stamp "data: start on GPU $LAST"
-  CUDA_VISIBLE_DEVICES=$LAST timeout "${DATA_TIMEOUT:-480}" python3 -P -m cuda_agent.cli.main data pipeline \
-    --device cuda --count "${DATA_COUNT:-150}" --out /tmp/data_run --recheck ${DATA_ARGS:-} >"$OUT/data.log" 2>&1
+  local decontam="--no-decontam"; [ -n "${DATA_KERNELBENCH:-}" ] && decontam="--kernelbench $DATA_KERNELBENCH"
+  local recheck=""; [ "${DATA_RECHECK:-0}" = 1 ] && recheck="--recheck"
+  rm -rf /tmp/data_run
+  CUDA_VISIBLE_DEVICES=$LAST timeout "${DATA_TIMEOUT:-420}" python3 -P -m cuda_agent.cli.main data pipeline \
+    --device cuda --count "${DATA_COUNT:-240}" --out /tmp/data_run $decontam $recheck ${DATA_ARGS:-} >"$OUT/data.log" 2>&1
   echo "rc=$?" >>"$OUT/data.log"
+  for f in pipeline_report.json dataset_report.json dataset_report.md eager_ms.png filter/report.json; do
+    [ -f "/tmp/data_run/$f" ] && cp "/tmp/data_run/$f" "$OUT/data_$(basename "$f")"
+  done
   tar -C /tmp -czf "$OUT/data.tgz" --exclude='*.so' data_run 2>/dev/null
   stamp "data: done"
 }
@@ -33,6 +47,12 @@ pool_phase() {  # pool_phase <gpus: 1|2> [name suffix] [bench_pool args...]
   python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$devices" --submitters 16 --jobs "$jobs" \
     --out "$OUT/$name.json" "$@" >"$OUT/$name.log" 2>&1
   stamp "$name done"; grep -E '"(evaluations_per_min|busy_fraction|worker_processes)"' "$OUT/$name.log"
+}
+agentpath_phase() {  # issue 12: per-step table, ours vs official-style, on GPU 0
+  stamp "agentpath"
+  CUDA_VISIBLE_DEVICES=0 timeout "${AGENTPATH_TIMEOUT:-300}" python3 -P benchmarks/agent_path/bench_agent_path.py \
+    --device cuda --cases "${AGENTPATH_CASES:-diag_matmul}" --out "$OUT/agentpath" >"$OUT/agentpath.log" 2>&1
+  echo "rc=$?" >>"$OUT/agentpath.log"; tail -20 "$OUT/agentpath.log"; stamp "agentpath done"
 }
 if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
 
@@ -52,6 +72,7 @@ if has data; then
   if [ -n "${data_pid:-}" ]; then wait "$data_pid"; else data_phase; fi
   tail -25 "$OUT/data.log"
 fi
+if has agentpath; then agentpath_phase; fi
 if has pool1; then pool_phase 1 ""; fi
 if has pool1p; then pool_phase 1 _process --worker-processes yes; fi
 if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2 ""; fi

@@ -26,31 +26,39 @@ def tool(
     name: str = typer.Argument(..., help="Tool name: Bash, Read, Write, Edit, MultiEdit, Glob, Grep, TodoWrite, ..."),
     arguments: str = typer.Argument("{}", help="The call's arguments as one JSON object."),
     backend: str = typer.Option("local", "--backend", help="Terminal sandbox backend: local or docker."),
+    image: str | None = typer.Option(None, "--image", help="Docker image (docker backend); default "
+                                     "cuda-agent-compile:latest; docker/build_test_image.sh builds "
+                                     "cuda-agent-sandbox-test:latest (use it with --host-toolchain)."),
+    host_toolchain: bool = typer.Option(False, "--host-toolchain", help="docker: mount the host's /usr and this "
+                                        "venv read-only (what the test image needs)."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole observation as JSON."),
     sandbox_factory: str = typer.Option(
         "", "--sandbox-factory", hidden=True, help="'module:function' building the sandbox (tests)."
     ),
 ) -> None:
-    """Exit status 0 when the call was carried out, 1 when the observation is an error, 2 without a sandbox."""
+    """Exit status 0 when the call was carried out, 1 when the observation is an error, 2 for a usage
+    error, 3 when no sandbox can run here (docker engine, image)."""
     if backend not in ("local", "docker"):
         raise typer.BadParameter("use local or docker", param_hint="--backend")
-    from cuda_agent.errors import CudaAgentError
+    options: dict = {}
+    if image:
+        options["image"] = image
+    if host_toolchain:
+        from cuda_agent.sandbox_pool.terminal.hostenv import host_toolchain_mounts
 
-    try:
-        observation = asyncio.run(_run(workspace, name, arguments, backend, sandbox_factory or None))
-    except CudaAgentError as exc:  # no usable sandbox here: not a tool observation
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        options["host_mounts"] = host_toolchain_mounts()
+    observation = asyncio.run(_run(workspace, name, arguments, backend, sandbox_factory or None, options))
     typer.echo(observation.model_dump_json(indent=2) if as_json else observation.text)
     raise typer.Exit(1 if observation.is_error else 0)
 
 
-async def _run(workspace: Path, name: str, arguments: str, backend: str, factory: str | None) -> ToolObservation:
+async def _run(workspace: Path, name: str, arguments: str, backend: str, factory: str | None,
+               sandbox_options: dict | None = None) -> ToolObservation:
     from cuda_agent.tools.dispatch import call_tool
     from cuda_agent.tools.provision import SandboxToolConfig, make_sandbox
     from cuda_agent.tools.session import ToolSession
 
-    config = SandboxToolConfig(backend=backend, sandbox_factory=factory)
+    config = SandboxToolConfig(backend=backend, sandbox_factory=factory, sandbox_options=sandbox_options or {})
     sandbox = make_sandbox(config, workspace.resolve())
     await sandbox.start()
     session = ToolSession(sandbox, config.tools)

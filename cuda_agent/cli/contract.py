@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import sys
 import time
@@ -26,9 +27,29 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
-import click
 import typer
 from typer.core import TyperGroup
+
+try:  # typer >= 0.20 ships its own copy of click; its exceptions are the ones raised
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+
+def _exit_and_abort() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    exits: list[type] = [typer.Exit]
+    aborts: list[type] = [typer.Abort]
+    try:
+        import click
+
+        exits.append(click.exceptions.Exit)
+        aborts.append(click.exceptions.Abort)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(exits), tuple(aborts)
+
+
+_EXITS, _ABORTS = _exit_and_abort()
 
 from cuda_agent.errors import (
     ConfigError,
@@ -77,10 +98,10 @@ def validation_message(exc: Any) -> str:
     """pydantic's ValidationError as 'field: problem (got value)' items, without its URLs."""
     items = []
     for error in exc.errors(include_url=False):
-        loc = ".".join(str(part) for part in error.get("loc", ())) or "value"
+        loc = ".".join(str(part) for part in error.get("loc", ()))
         got = error.get("input")
         shown = "" if isinstance(got, dict) else f" (got {got!r})"
-        items.append(f"{loc}: {error.get('msg', 'invalid')}{shown}")
+        items.append(f"{loc + ': ' if loc and loc != 'value' else ''}{error.get('msg', 'invalid')}{shown}")
     return "; ".join(items)
 
 
@@ -106,6 +127,8 @@ def classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_USAGE, f"{exc.strerror or type(exc).__name__}: {exc.filename}; check the path"
     if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
         return EXIT_USAGE, f"address already in use ({exc}); stop the other server or choose another port/socket"
+    if type(exc).__module__.startswith("yaml"):  # yaml.YAMLError and its kinds: a malformed file
+        return EXIT_USAGE, f"invalid YAML ({exc}); fix the file"
     if isinstance(exc, ModuleNotFoundError):
         return EXIT_INFRA, (f"missing dependency {exc.name!r}; install it (`bash scripts/setup.sh`, or "
                             f"`.venv/bin/python -m pip install -e '.[verl,service]'`)")
@@ -129,14 +152,18 @@ def permission_message(exc: PermissionError) -> str:
             f"`sudo chown -R $(id -u):$(id -g) {path or 'PATH'}`, or use a fresh directory")
 
 
-def usage_message(exc: click.UsageError) -> str:
+def usage_message(exc: UsageError) -> str:
     """click's usage error on one line, pointing at the command's --help."""
     cause = exc.__cause__
     from pydantic import ValidationError
 
     text = exc.format_message()
     if isinstance(cause, ValidationError):
-        text = f"invalid option value: {validation_message(cause)}"
+        param = getattr(exc, "param", None)
+        names = (getattr(param, "opts", None) or [getattr(param, "name", None)]) if param is not None else []
+        hint = " / ".join(f"'{name}'" for name in names if name) or None
+        text = f"Invalid value for {hint}: {validation_message(cause)}" if hint else \
+            f"invalid option value: {validation_message(cause)}"
     path = exc.ctx.command_path if exc.ctx is not None else "cuda-agent"
     return f"{text} (see `{path} --help`)"
 
@@ -162,20 +189,20 @@ def contained(main: Callable[[], Any], prog_name: str) -> int:
     at most one line on stderr."""
     try:
         value = main()
-    except click.exceptions.NoArgsIsHelpError as exc:  # bare group: its help, as click does
+    except NoArgsIsHelpError as exc:  # bare group: its help, as click does
         if exc.ctx is not None:
-            click.echo(exc.ctx.get_help(), err=True)
+            typer.echo(exc.ctx.get_help(), err=True)
         return EXIT_USAGE
-    except click.exceptions.Exit as exc:
+    except _EXITS as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except _ABORTS:
         report("interrupted", prog_name)
         return EXIT_INTERRUPTED
-    except click.UsageError as exc:
+    except UsageError as exc:
         _traceback()
         report(usage_message(exc), prog_name)
         return EXIT_USAGE
-    except click.ClickException as exc:
+    except ClickException as exc:
         _traceback()
         report(exc.format_message(), prog_name)
         return exc.exit_code or EXIT_FAILURE
@@ -260,7 +287,24 @@ def progress(message: str) -> Iterator[None]:
         with console.status(f"{message} ..."):
             yield
     else:
-        console.print(f"{message} ...", markup=False, highlight=False)
+        console.print(f"{message} ...", markup=False, highlight=False, soft_wrap=True)
         yield
     console.print(f"{message}: done in {time.monotonic() - started:.1f} s", markup=False, highlight=False,
-                  style="dim")
+                  style="dim", soft_wrap=True)
+
+
+class _Formatter(logging.Formatter):
+    """Log records as one line each; their tracebacks only with --debug."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if not debug_enabled() and (record.exc_info or record.exc_text):
+            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+        return super().format(record)
+
+
+def configure_logging() -> None:
+    """Warnings (and, with --debug, info) of the library on stderr, without tracebacks unless --debug.
+    Commands that want their own logging (``data -v``) replace it with ``logging.basicConfig(force=True)``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if debug_enabled() else logging.WARNING, handlers=[handler], force=True)

@@ -13,7 +13,7 @@ import importlib
 
 import typer
 
-from cuda_agent.cli.contract import ContractGroup, set_debug
+from cuda_agent.cli.contract import ContractGroup, configure_logging, set_debug
 
 app = typer.Typer(
     name="cuda-agent",
@@ -34,6 +34,7 @@ _MOUNTS: list[tuple[str, str, str | None]] = [
     ("cuda_agent.evaluation.cli", "register", None),
     ("cuda_agent.service.cli", "register", None),
     ("cuda_agent.recipe.rft_cli", "app", "rft"),
+    ("cuda_agent.recipe.value_cli", "app", "value"),
 ]
 
 
@@ -46,6 +47,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show the full trace
     saying what to fix), 3 infrastructure failure, 1 a bug (rerun with --debug).
     """
     set_debug(debug)
+    configure_logging()
 
 
 def _mount() -> None:

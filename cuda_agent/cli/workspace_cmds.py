@@ -67,6 +67,7 @@ def eval_cmd(
     3 for infrastructure failures. Example: cuda-agent eval /tmp/ws --json
     """
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, PrecisionPolicy
+    from cuda_agent.sandbox_pool.harness.problem import check_problem_source
     from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
     from cuda_agent.sandbox_pool.workspace import read_candidate_files, read_problem, workspace_device
 
@@ -78,6 +79,7 @@ def eval_cmd(
                           profile=not no_profile, seed=seed)
     job = EvalJob(problem_src=read_problem(directory), files=read_candidate_files(directory), device=dev,
                   options=options, task_id=str(directory))
+    check_problem_source(job.problem_src, str(directory / "model.py"))
     address = pool or os.environ.get(ENV_ADDRESS) or None
     with json_stdout(as_json) as stdout, progress(f"evaluating {directory} on {dev}"
                                                    + (f" in the pool at {address}" if address else "")):
@@ -96,14 +98,19 @@ def eval_cmd(
 
 async def _evaluate(job, address: str | None, *, use_cache: bool):  # noqa: ANN001, ANN202 - harness types load lazily
     """In the pool at `address`, else a one-shot embedded evaluator (with its result cache)."""
+    from cuda_agent.sandbox_pool.harness.problem import load_problem
+
     if address:
         from cuda_agent.sandbox_pool.pool import connect_pool
 
+        load_problem(job.problem_src)  # a reference that does not run is the user's to fix (exit 2), not infra
         async with connect_pool(address) as pool:
             return await pool.evaluate(job)
     from cuda_agent.sandbox_pool.harness.oneshot import evaluate_oneshot
 
-    return await evaluate_oneshot(job, use_cache=use_cache)
+    # The one-shot path loads the reference (same exit 2) only after the static check and the
+    # result cache, which answer without importing torch.
+    return await evaluate_oneshot(job, use_cache=use_cache, before_evaluation=lambda: load_problem(job.problem_src))
 
 
 def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imported lazily

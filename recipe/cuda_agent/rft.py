@@ -87,7 +87,9 @@ def tripped_rules(record: TrajectoryRecord, thresholds: RftThresholds) -> list[s
     flags = effective_flags(record)
     checks = {
         "infra_failure": record.infra_failure,
-        "not_positive_reward": record.reward is None or record.reward <= thresholds.min_reward,
+        # an infrastructure failure has no reward of its own: counted under its own rule only
+        "not_positive_reward": not record.infra_failure
+        and (record.reward is None or record.reward <= thresholds.min_reward),
         "malformed_calls": flags.malformed_calls > thresholds.max_malformed_calls,
         "unknown_tools": flags.unknown_tool_calls > thresholds.max_unknown_tool_calls,
         "schema_errors": flags.schema_errors > thresholds.max_schema_errors,

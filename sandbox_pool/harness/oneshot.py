@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult, EvalStatus, Receipt, StageOutcome
@@ -62,8 +63,12 @@ def _settings(config: "EvaluatorConfig | None", isolate: bool, memory_mb: int) -
 
 
 async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = None, use_cache: bool = True,
-                           cache_dir: Path | None = None) -> EvalResult:
-    """Evaluate `job` the cheapest honest way (module docstring). Candidate failures are results."""
+                           cache_dir: Path | None = None,
+                           before_evaluation: Callable[[], object] | None = None) -> EvalResult:
+    """Evaluate `job` the cheapest honest way (module docstring). Candidate failures are results.
+
+    `before_evaluation` runs only when step 3 is reached (the CLI loads the reference there,
+    so a broken model.py is a usage error without slowing the steps that need no torch)."""
     static = static_verdict(job)
     if static is not None:
         return static
@@ -75,6 +80,8 @@ async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = N
         hit = cache.get(key)
         if hit is not None:
             return hit
+    if before_evaluation is not None:
+        before_evaluation()
     result = await _evaluate(job, config, cache_root)
     cache.put(key, result)
     return result

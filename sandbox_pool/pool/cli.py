@@ -16,7 +16,9 @@ import typer
 if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
 
-app = typer.Typer(help="The evaluation pool: start one, read its metrics.", no_args_is_help=True)
+from cuda_agent.cli.contract import ContractGroup
+
+app = typer.Typer(help="The evaluation pool: start one, read its metrics.", no_args_is_help=True, cls=ContractGroup)
 
 
 @app.command()
@@ -43,14 +45,42 @@ def serve(
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     config = _config(backend, device, devices, cpu_workers, worker_processes, compile_workers, max_pending,
                      job_timeout, recycle_after, ray_name, ray_workers, ray_address)
+    from cuda_agent.cli.contract import require_device
+    from cuda_agent.errors import ConfigError
     from cuda_agent.sandbox_pool.pool.server import default_socket_path
 
+    try:
+        mode = int(socket_mode, 8)
+    except ValueError:
+        raise ConfigError(f"--socket-mode {socket_mode!r} is not an octal mode; use e.g. 600 or 660") from None
+    if backend == "local" and not devices:
+        require_device(device)
     path = socket or default_socket_path()
+    _check_socket_free(path)
     if backend == "ray":  # join / start the cluster on the main thread, before the event loop
         from cuda_agent.sandbox_pool.pool.ray_pool import init_ray
 
         init_ray(ray_address)
-    asyncio.run(_serve(config.build(), path, int(socket_mode, 8)))
+    asyncio.run(_serve(config.build(), path, mode))
+
+
+def _check_socket_free(path: Path) -> None:
+    """A usage error, before any worker starts, when a pool already answers at `path`."""
+    import socket as sockets
+
+    from cuda_agent.errors import ConfigError
+
+    if not path.exists():
+        return
+    probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return  # stale: the server removes it
+    finally:
+        probe.close()
+    raise ConfigError(f"a pool already serves at {path}; connect to it (CUDA_AGENT_POOL={path}) or choose another "
+                      "--socket")
 
 
 def _config(backend: str, device: str, devices: str | None, cpu_workers: int, worker_processes: bool | None,
@@ -96,18 +126,13 @@ def status(
     """Print the pool's workers, queue depth, busy fraction and latency percentiles."""
     import os
 
-    from cuda_agent.errors import PoolError
+    from cuda_agent.errors import ConfigError
     from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
 
     address = address or os.environ.get(ENV_ADDRESS)
     if not address:
-        typer.echo(f"error: no pool address: pass --address or set {ENV_ADDRESS}", err=True)
-        raise typer.Exit(2)
-    try:
-        snapshot = asyncio.run(_status(address))
-    except PoolError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise ConfigError(f"no pool address: pass --address or set {ENV_ADDRESS}")
+    snapshot = asyncio.run(_status(address))  # PoolError: an infrastructure failure (exit 3)
     if as_json:
         typer.echo(snapshot.model_dump_json(indent=2))
     else:

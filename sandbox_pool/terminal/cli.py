@@ -14,12 +14,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from cuda_agent.errors import CudaAgentError
+from cuda_agent.cli.contract import ContractGroup
 
 app = typer.Typer(
     help="Terminal sandboxes (local namespaces, docker): reproduce what a model saw.",
     no_args_is_help=True,
     add_completion=False,
+    cls=ContractGroup,
 )
 
 
@@ -56,14 +57,14 @@ def exec_command(
         bool, typer.Option(help="docker: mount the host's /usr and this venv read-only (the test image).")
     ] = False,
     timeout: Annotated[Optional[float], typer.Option(help="Wall-clock limit, seconds.")] = None,
+    pool: Annotated[
+        Optional[str], typer.Option(help="Evaluation pool the workspace's utils/ scripts reach (a socket path, "
+                                    "mounted into the sandbox); default $CUDA_AGENT_POOL.")
+    ] = None,
 ) -> None:
     command = cmd[0] if len(cmd) == 1 else shlex.join(cmd)
-    try:
-        sandbox_config = _load_config(config, backend, image, host_toolchain)
-        result = asyncio.run(_run(sandbox_config, directory, command, timeout))
-    except CudaAgentError as exc:
-        typer.echo(f"cuda-agent sandbox: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    sandbox_config = _load_config(config, backend, image, host_toolchain)
+    result = asyncio.run(_run(sandbox_config, directory, command, timeout, _pool_access(pool)))
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     if result.truncated:
@@ -82,6 +83,8 @@ def _load_config(path: Path | None, backend: str, image: str | None, host_toolch
     if path is not None:
         text = path.read_text()
         raw = json.loads(text) if path.suffix == ".json" else _yaml(text)
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} holds no sandbox config object; see docs/sandbox.md")
     else:
         raw = {"type": backend}
     if image:
@@ -93,18 +96,46 @@ def _load_config(path: Path | None, backend: str, image: str | None, host_toolch
     try:
         return TypeAdapter(SandboxConfig).validate_python(raw)
     except ValidationError as exc:
-        raise ConfigError(f"invalid sandbox config: {exc}") from exc
+        from cuda_agent.cli.contract import validation_message
+
+        raise ConfigError(f"invalid sandbox config: {validation_message(exc)}") from exc
 
 
-def _yaml(text: str) -> dict:
+def _yaml(text: str) -> object:
     import yaml
 
     data = yaml.safe_load(text) or {}
-    return data.get("sandbox", data)
+    return data.get("sandbox", data) if isinstance(data, dict) else data
 
 
-async def _run(config, directory: Path, command: str, timeout: float | None):
+def _pool_access(address: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(read-only mounts, environment) that let commands in the sandbox reach the pool at `address`
+    (default $CUDA_AGENT_POOL): its socket is mounted at the same path. The sandbox has no network,
+    so a ray:// address is not passed in (the scripts then use an embedded evaluator)."""
+    import os
+
+    from cuda_agent.errors import ConfigError
+    from cuda_agent.sandbox_pool.pool.client import socket_path
+    from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
+
+    address = address or os.environ.get(ENV_ADDRESS) or None
+    if not address:
+        return {}, {}
+    if address.startswith("ray://"):
+        typer.echo(f"[sandbox] {ENV_ADDRESS}={address} is not reachable without a network; commands inside use "
+                   "an embedded evaluator", err=True)
+        return {}, {}
+    path = socket_path(address).resolve()
+    if not path.exists():
+        raise ConfigError(f"no pool socket at {path} ({ENV_ADDRESS} / --pool); start one with `cuda-agent pool "
+                          f"serve` or unset {ENV_ADDRESS}")
+    return {str(path): str(path)}, {ENV_ADDRESS: str(path)}
+
+
+async def _run(config, directory: Path, command: str, timeout: float | None,
+               pool: tuple[dict[str, str], dict[str, str]] = ({}, {})):
     from cuda_agent.sandbox_pool.terminal.config import create_sandbox
 
-    async with create_sandbox(config, directory) as sandbox:
+    mounts, env = pool
+    async with create_sandbox(config, directory, extra_ro_mounts=mounts, env=env) as sandbox:
         return await sandbox.run(command, timeout_s=timeout)

@@ -350,7 +350,8 @@ def _connect(config: DockerSandboxConfig) -> Any:
         client.inspect_image(config.image)
     except docker.errors.ImageNotFound as exc:
         raise SandboxUnavailableError(
-            f"image {config.image!r} not found; build it: docker/build_test_image.sh (tests) or "
-            "docker build -f docker/Dockerfile.compile -t cuda-agent-compile . (production)"
+            f"image {config.image!r} not found; build it (docker build -f docker/Dockerfile.compile -t "
+            "cuda-agent-compile:latest .), or build the test image (bash docker/build_test_image.sh) and pass "
+            "--image cuda-agent-sandbox-test:latest --host-toolchain"
         ) from exc
     return client

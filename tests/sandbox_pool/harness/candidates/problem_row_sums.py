@@ -16,8 +16,8 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.rand(128, 16384)]
+    return [torch.rand(64, 65536)]
 
 
 def get_init_inputs():
-    return [16384]
+    return [65536]

@@ -1,0 +1,118 @@
+"""The device gate (harness/gate.py): shared steps of several evaluations, timed calls alone."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Preempted
+
+
+def _overlaps(log: list[tuple[str, float, float]]) -> list[tuple]:
+    """Pairs of windows that overlap although one of them is exclusive (or solo)."""
+    bad = []
+    for i, (kind_a, a0, a1) in enumerate(log):
+        for kind_b, b0, b1 in log[i + 1:]:
+            if "shared" in (kind_a, kind_b) and kind_a == kind_b:
+                continue
+            if a0 < b1 and b0 < a1:
+                bad.append(((kind_a, a0, a1), (kind_b, b0, b1)))
+    return bad
+
+
+async def test_exclusive_waits_for_shared_and_blocks_new_shared() -> None:
+    gate = DeviceGate()
+    a, b, c = gate.lease(), gate.lease(), gate.lease()
+    await a.shared()
+    await b.shared()
+    writer = asyncio.create_task(c.exclusive())
+    await asyncio.sleep(0.02)
+    assert not writer.done(), "an exclusive holder must wait for the shared holders"
+    late = asyncio.create_task(a.shared())  # already shared, but a writer waits: a lets it go first
+    await asyncio.sleep(0.02)
+    assert not late.done()
+    await b.release()
+    await asyncio.wait_for(writer, 1)
+    assert gate.busy_exclusive and not late.done()
+    await c.release()
+    await asyncio.wait_for(late, 1)
+    await a.close()
+    await b.close()
+    await c.close()
+    assert not _overlaps(gate.stats.log)
+
+
+async def test_random_mix_never_overlaps_an_exclusive_window() -> None:
+    gate = DeviceGate()
+
+    async def job(i: int) -> None:
+        lease = gate.lease()
+        await lease.start_child()
+        try:
+            for step in range(4):
+                await lease.shared(on_child=True)
+                await asyncio.sleep(0.001 * ((i + step) % 3))
+            await lease.exclusive()
+            await asyncio.sleep(0.002)
+        finally:
+            await lease.close()
+
+    await asyncio.gather(*(job(i) for i in range(12)))
+    assert gate.stats.exclusive_windows == 12
+    assert gate.stats.max_live_children > 1
+    assert not _overlaps(gate.stats.log)
+
+
+async def test_a_long_shared_step_is_preempted_and_must_run_solo() -> None:
+    gate = DeviceGate(preempt_after_s=0.05)
+    stuck, timer = gate.lease(), gate.lease()
+    await stuck.start_child()
+    await stuck.shared(on_child=True)  # an endless kernel in a trial
+    writer = asyncio.create_task(timer.exclusive())
+    await asyncio.sleep(0.2)
+    with pytest.raises(Preempted) as info:
+        stuck.check_preempted()
+    assert info.value.solo_next
+    await stuck.close()  # the session kills its child and gives the lease back
+    await asyncio.wait_for(writer, 1)
+    await timer.close()
+
+
+async def test_solo_preempts_live_children_and_waits_until_they_are_gone() -> None:
+    gate = DeviceGate()
+    paused, solo = gate.lease(), gate.lease()
+    await paused.start_child()
+    await paused.shared(on_child=True)
+    assert not paused.overlapped
+    task = asyncio.create_task(solo.acquire_solo())
+    await asyncio.sleep(0.05)
+    with pytest.raises(Preempted) as info:
+        paused.check_preempted()
+    assert not info.value.solo_next, "a neighbour stopped for a solo run starts again sharing"
+    assert not task.done()
+    newcomer = gate.lease()
+    start = asyncio.create_task(newcomer.start_child())
+    await paused.close()
+    await asyncio.wait_for(task, 1)
+    await asyncio.sleep(0.02)
+    assert not start.done(), "no child starts while a solo run holds the device"
+    await solo.start_child()
+    assert not solo.overlapped
+    await solo.close()
+    await asyncio.wait_for(start, 1)
+    await newcomer.close()
+
+
+async def test_overlap_is_recorded_for_children_alive_together() -> None:
+    gate = DeviceGate()
+    a, b = gate.lease(), gate.lease()
+    await a.start_child()
+    await b.start_child()
+    assert a.overlapped and b.overlapped
+    await a.close()
+    c = gate.lease()
+    await b.close()
+    await c.start_child()
+    assert not c.overlapped
+    await c.close()
