@@ -91,6 +91,8 @@ class PipelineReport(BaseModel):
     export: ExportReport
     dataset: DatasetReport = Field(description="Operators, chain lengths, eager times and drop reasons of the run.")
     wall_s: float
+    stage_s: dict[str, float] = Field(default_factory=dict, description="Wall seconds per stage (compose and filter "
+                                                                        "include their redraw rounds).")
 
 
 def _candidates(config: PipelineConfig) -> Path:
@@ -114,19 +116,30 @@ def run_pipeline(config: PipelineConfig, progress_for: Callable[[str], ProgressF
     `SettingsChangedError` when `out` holds seeds or tasks made with other settings.
     """
     start = time.perf_counter()
+    stage_s: dict[str, float] = {}
+    mark = [start]
+
+    def lap(stage: str) -> None:
+        now = time.perf_counter()
+        stage_s[stage] = round(stage_s.get(stage, 0.0) + now - mark[0], 2)
+        mark[0] = now
+
     out = config.out
     size = config.size or DEFAULT_SIZE[config.device]
     filter_config = config.filter or FilterConfig(device=config.device)
     crawl_report = crawl(out / "seeds.jsonl", size=size, progress=progress_for("crawl"))
     require(sum(crawl_report.by_library.values()), "crawl", "no operator built a seed; see the dropped operators")
+    lap("crawl")
 
     def compose_and_filter(count: int, filter_progress: ProgressFn) -> tuple[ComposeReport, FilterReport]:
         composed = compose(out / "composed.jsonl", count=count, composer=config.composer,
                            seeds_path=out / "seeds.jsonl", size=size, seed=config.seed, endpoint=config.endpoint,
                            device=config.device, window_ms=filter_config.window_ms, progress=progress_for("compose"))
         require(composed.existing + composed.written, "compose", "no valid task was composed (see failed_by_reason)")
+        lap("compose")
         filtered = filter_tasks(_candidates(config), out / "filter", filter_config, backend=config.backend,
                                 recheck=False, progress=filter_progress)
+        lap("filter")
         return composed, filtered
 
     compose_report, filter_report = compose_and_filter(config.count, progress_for("filter"))
@@ -139,6 +152,7 @@ def run_pipeline(config: PipelineConfig, progress_for: Callable[[str], ProgressF
     if config.recheck:
         filter_report = filter_tasks(_candidates(config), out / "filter", filter_config, backend=config.backend,
                                      recheck=True, recheck_progress=progress_for("recheck"))
+        lap("recheck")
     lo, hi = filter_config.window_ms
     require(filter_report.kept, "filter", f"0 of {filter_report.total} tasks kept ({filter_report.by_criterion}); "
                                           f"see {out / 'filter' / 'report.json'}, e.g. widen the [{lo:g}, {hi:g}] ms "
@@ -151,14 +165,18 @@ def run_pipeline(config: PipelineConfig, progress_for: Callable[[str], ProgressF
         require(decontam_report.kept, "decontam", f"every kept task scores above {config.threshold} against "
                                                   f"{config.kernelbench}")
         final = out / "decontam" / "clean.jsonl"
+        lap("decontam")
     else:
         logger.warning("--no-decontam: exporting tasks that were not compared with KernelBench")
     export_report = export(final, out / "export", device=config.device, data_source=config.data_source,
                            val_fraction=config.val_fraction, progress=progress_for("export"))
+    lap("export")
     dataset = dataset_report(out, JsonlStore(final, Task).load(), crawl=crawl_report, compose=compose_report,
                              filter_report=filter_report, decontam=decontam_report)
+    lap("dataset_report")
     report = PipelineReport(config=config, crawl=crawl_report, compose=compose_report, filter=filter_report,
                             decontam=decontam_report, decontaminated=decontam_report is not None,
-                            export=export_report, dataset=dataset, wall_s=round(time.perf_counter() - start, 2))
+                            export=export_report, dataset=dataset, wall_s=round(time.perf_counter() - start, 2),
+                            stage_s=stage_s)
     write_json(out / "pipeline_report.json", report)
     return report

@@ -64,7 +64,7 @@ _UNARY = {ast.USub: "neg", ast.Invert: "bitwisenot", ast.Not: "logicalnot", ast.
 
 
 def canonical(name: str) -> str:
-    """One name per operator: ``torch.nn.functional.leaky_relu``, ``nn.LeakyReLU``, ``x.leaky_relu_`` -> ``leakyrelu``."""
+    """One name per operator: ``F.leaky_relu``, ``nn.LeakyReLU``, ``x.leaky_relu_`` -> ``leakyrelu``."""
     last = name.rsplit(".", 1)[-1].lower().replace("_", "")
     if "norm" in last and last[-2:] in ("1d", "2d", "3d"):
         last = last[:-2]  # BatchNorm2d ~ F.batch_norm
@@ -116,7 +116,8 @@ class _Normaliser:
         for attr, (statement, op) in assigned.items():
             if attr in called:
                 self.modules[attr] = op
-                self.module_args[attr] = len(statement.value.args) + len(statement.value.keywords)  # type: ignore[attr-defined]
+                ctor = statement.value  # type: ignore[attr-defined]
+                self.module_args[attr] = len(ctor.args) + len(ctor.keywords)
                 self.dropped.add(id(statement))
 
     def dotted(self, node: ast.expr) -> str | None:

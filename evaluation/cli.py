@@ -194,7 +194,9 @@ def baselines(
     from cuda_agent.evaluation.baselines import measure_baselines
 
     require_device(device)
-    tasks = load_tasks(dataset, problems, kernelbench, level, device, tasks_re, limit)
+    from cuda_agent.evaluation.tasks import interleave_levels
+
+    tasks = interleave_levels(load_tasks(dataset, problems, kernelbench, level, device, tasks_re, limit))
     started = time.monotonic()
 
     def show(line) -> None:  # noqa: ANN001

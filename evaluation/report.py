@@ -6,8 +6,10 @@ page (``report --html``) is built by ``cuda_agent.evaluation.html_page`` from th
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.evaluation.metrics import FAST_P, LevelMetrics, fast_p_curve, run_metrics
 from cuda_agent.evaluation.results import RunResult, latest, read_results
+
+logger = logging.getLogger(__name__)
 
 NOTES = (
     "Rates are over counted samples: endpoint and infrastructure failures are excluded from every metric. "
@@ -190,17 +194,21 @@ def write_report(paths: Sequence[Path], out: Path, html: bool = False,
     runs = load_runs(paths)
     report = build_report(runs)
     out.mkdir(parents=True, exist_ok=True)
-    written = {"markdown": out / "report.md", "json": out / "report.json",
-               "speedup_plot": out / "speedup.png", "fast_p_plot": out / "fast_p.png"}
+    written = {"markdown": out / "report.md", "json": out / "report.json"}
     written["markdown"].write_text(to_markdown(report), encoding="utf-8")
     written["json"].write_text(json.dumps(report.model_dump(mode="json"), indent=1), encoding="utf-8")
-    speedup, fast_p = speedup_plot(runs), fast_p_plot(runs)
-    written["speedup_plot"].write_bytes(speedup)
-    written["fast_p_plot"].write_bytes(fast_p)
+    plots: dict[str, bytes] = {}
+    if importlib.util.find_spec("matplotlib") is not None:
+        plots = {"speed-up": speedup_plot(runs), "fast_p": fast_p_plot(runs)}
+        for name, key, data in (("speedup.png", "speedup_plot", plots["speed-up"]),
+                                ("fast_p.png", "fast_p_plot", plots["fast_p"])):
+            written[key] = out / name
+            written[key].write_bytes(data)
+    else:  # e.g. a bare GPU image: the tables still come out
+        logger.warning("matplotlib is not installed: no plots (pip install matplotlib, or the 'eval' extra)")
     if html:
         from cuda_agent.evaluation.html_page import render_page
 
         written["html"] = out / "report.html"
-        written["html"].write_text(render_page(report, runs, {"speed-up": speedup, "fast_p": fast_p}, trajectories),
-                                   encoding="utf-8")
+        written["html"].write_text(render_page(report, runs, plots, trajectories), encoding="utf-8")
     return report, written

@@ -114,6 +114,9 @@ class Runner:
                 on_result(result)
 
         try:
+            # torch and the harness load once, off the event loop: an import inside the loop stalls every
+            # trajectory in flight (and the request timeouts with it) for seconds
+            await asyncio.to_thread(_preload)
             if self.endpoint is not None:
                 self.client = ChatClient(self.endpoint)
                 await self.client.check()
@@ -270,6 +273,13 @@ class Runner:
             created=result.created,
         )
         self.writer.write(record)
+
+
+def _preload() -> None:
+    import cuda_agent.reward_fns.scoring  # noqa: F401
+    import cuda_agent.sandbox_pool.harness.evaluator  # noqa: F401
+    import cuda_agent.sandbox_pool.pool  # noqa: F401
+    import cuda_agent.tools  # noqa: F401
 
 
 def _evaluation(result: EvalResult | None) -> dict[str, Any] | None:

@@ -155,3 +155,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(item) for item in value]
     return value
+
+
+def interleave_levels(tasks: Sequence[Task]) -> list[Task]:
+    """Round-robin over levels (level 1's first task, level 2's first, ...), each level in its own order:
+    a pass cut by a time budget still covers every level."""
+    by_level: dict[int | None, list[Task]] = {}
+    for task in tasks:
+        by_level.setdefault(task.level, []).append(task)
+    queues = list(by_level.values())
+    out: list[Task] = []
+    for index in range(max((len(queue) for queue in queues), default=0)):
+        out.extend(queue[index] for queue in queues if index < len(queue))
+    return out
+

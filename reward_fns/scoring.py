@@ -17,6 +17,7 @@ from cuda_agent.reward_fns.options import RewardKind, RewardOptions, TaskSpec
 from cuda_agent.reward_fns.robust import is_faster, robust_reward
 from cuda_agent.reward_fns.speedup import speedup_reward
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalResult, EvalStatus
+from cuda_agent.sandbox_pool.harness.verdict import conservative_times
 from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
 
@@ -44,14 +45,15 @@ def is_candidate_success(result: EvalResult) -> bool:
 def schedule_reward(result: EvalResult, options: RewardOptions) -> float:
     """The configured schedule applied to a non-infrastructure result."""
     correct = is_candidate_success(result)
+    runtime_us, eager_us, compile_us = conservative_times(result)  # CI ends: noise never earns speed
     if options.kind is RewardKind.SPEEDUP:
-        baseline = result.eager_us if options.speedup_baseline == "eager" else result.torch_compile_us
-        return speedup_reward(correct=correct, runtime_us=result.runtime_us, baseline_us=baseline)
+        baseline = eager_us if options.speedup_baseline == "eager" else compile_us
+        return speedup_reward(correct=correct, runtime_us=runtime_us, baseline_us=baseline)
     return robust_reward(
         correct=correct,
-        runtime_us=result.runtime_us,
-        eager_us=result.eager_us,
-        torch_compile_us=result.torch_compile_us,
+        runtime_us=runtime_us,
+        eager_us=eager_us,
+        torch_compile_us=compile_us,
         margin=options.margin,
     )
 
@@ -61,6 +63,7 @@ def reward_info(result: EvalResult, options: RewardOptions, task_id: str | None 
     infra = result.is_infra_failure
     kernel_reward = None if infra else schedule_reward(result, options)
     timed = result.runtime_us is not None
+    runtime_us, eager_us, compile_us = conservative_times(result)
     return RewardInfo(
         score=INFRA_FAILURE_SCORE if kernel_reward is None else kernel_reward,
         kernel_reward=kernel_reward,
@@ -70,8 +73,8 @@ def reward_info(result: EvalResult, options: RewardOptions, task_id: str | None 
         compiled=result.compiled,
         correct=result.correct,
         violation=bool(result.violations) or result.status is EvalStatus.VIOLATION,
-        faster_than_eager=is_faster(result.runtime_us, result.eager_us, options.margin) if timed else None,
-        faster_than_compile=is_faster(result.runtime_us, result.torch_compile_us, options.margin) if timed else None,
+        faster_than_eager=is_faster(runtime_us, eager_us, options.margin) if timed else None,
+        faster_than_compile=is_faster(runtime_us, compile_us, options.margin) if timed else None,
         runtime_us=result.runtime_us,
         eager_us=result.eager_us,
         torch_compile_us=result.torch_compile_us,

@@ -6,7 +6,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 NS=/tmp/cuda_agent_ns/cuda_agent; REPO="$(pwd)"; rm -rf /tmp/cuda_agent_ns; mkdir -p "$NS"
 for f in cuda_agent/*; do ln -s "$REPO/$f" "$NS/$(basename "$f")"; done
-for d in sandbox_pool tools reward_fns data_gen; do ln -s "$REPO/$d" "$NS/$d"; done
+for d in sandbox_pool tools reward_fns data_gen evaluation service; do ln -s "$REPO/$d" "$NS/$d"; done
 ln -s "$REPO/recipe/cuda_agent" "$NS/recipe"
 export PYTHONPATH="/tmp/cuda_agent_ns:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 cuda_agent() { python3 -P -m cuda_agent.cli.main "$@"; }

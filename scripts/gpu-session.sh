@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything the open issues measure on a GPU node, in one call of the device machine (one or two H200s):
-#   tests   GPU-marked tests (issue 2 harness, issue 3 faults)                       -> gpu-tests.log
+#   tests   GPU-marked tests (issue 2 harness, issue 3 faults, issue 15 reward service: skipped
+#           without fastapi/uvicorn/httpx on the node)                              -> gpu-tests.log
 #   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
 #   data    data pipeline (issue 17): crawl, compose DATA_COUNT (240) tasks, filter them with the paper's
 #           [1, 100] ms window and inductor, export, dataset report; on the last GPU, in parallel with
@@ -12,10 +13,21 @@
 #   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
 #   pool2   the same on two GPUs, a worker process per GPU (the default)              -> pool_2gpu.json/.log
 #   pool2in control: two GPUs with both workers in one process                        -> pool_2gpu_in_process.json/.log
+#   poolsweep issue 12: one GPU, pipelined worker (default depth), 1/4/16/32 submitters; then one at a
+#           time (--pipeline-depth 1, 16 submitters); then every job compiling (16 submitters).
+#           NVML GPU utilisation per point. ~3.5 min, bounded by POOLSWEEP_TIMEOUT (240 s)
+#                                                                   -> pool_sweep.json, pool_depth1.json, pool_fresh.json, pool_sweep.log
+#   poolsweep2 issue 16: the same sweep on two GPUs (a worker process per GPU); needs 2 GPUs -> pool_sweep_2gpu.json
 #   agentpath  the agent's per-call path (issue 12): skill scripts through a served pool, `cuda-agent eval`
 #           (static reject, cold, unchanged) and the official-style scripts on the same workspace; ~4 min
 #           on one H200 (AGENTPATH_CASES=diag_matmul,softmax for both tasks, ~+3 min)
 #                                                                           -> agentpath/results.{json,md}, agentpath.log
+#   kernelbench  the runner (issue 14) through the scripted endpoint on KernelBench level 1/2 problems with
+#           hand-written kernels (benchmarks/runner/kb_solutions), the whole loop real, + the HTML report; then
+#           eager/torch.compile baselines of as many level 1-3 problems as fit in KB_BUDGET (110) s, ranked
+#           against KernelBench's published H100 timings; needs .kernelbench/ carried; <= ~5 min on GPU 0
+#                                      -> kb/ (kb_run.jsonl, kb_phase.json, kb_report/), kb_baselines.jsonl,
+#                                         kb_baseline_ranking.md, kernelbench.log
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
@@ -54,13 +66,25 @@ agentpath_phase() {  # issue 12: per-step table, ours vs official-style, on GPU 
     --device cuda --cases "${AGENTPATH_CASES:-diag_matmul}" --out "$OUT/agentpath" >"$OUT/agentpath.log" 2>&1
   echo "rc=$?" >>"$OUT/agentpath.log"; tail -20 "$OUT/agentpath.log"; stamp "agentpath done"
 }
+pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one shared cache (baselines measured once)
+  local devices=$1 sfx=$2 cache=/tmp/poolsweep_cache$2 log="$OUT/pool_sweep$2.log"; local n; n=$(( $(tr -cd , <<<"$devices" | wc -c) + 1 ))
+  stamp "pool_sweep$sfx: GPUs $devices"
+  timeout "${POOLSWEEP_TIMEOUT:-240}" bash -c "
+    python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache --submitters 1,4,16,32 \
+      --jobs $((6 * n)),$((24 * n)),$((48 * n)),$((64 * n)) --out $OUT/pool_sweep$sfx.json
+    python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache --pipeline-depth 1 \
+      --submitters 16 --jobs $((24 * n)) --out $OUT/pool_depth1$sfx.json
+    python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache --fresh-kernels \
+      --submitters 16 --jobs $((32 * n)) --out $OUT/pool_fresh$sfx.json" >"$log" 2>&1
+  echo "rc=$?" >>"$log"; stamp "pool_sweep$sfx done"; grep -E '^\[bench_pool\]|^rc=' "$log"
+}
 if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
 
 if has tests; then
   stamp "tests"
   # Every GPU (the two-GPU pool test needs two), except the one the data phase is using.
   CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-420}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
-    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
+    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
   status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
 fi
 if has bench; then
@@ -72,10 +96,27 @@ if has data; then
   if [ -n "${data_pid:-}" ]; then wait "$data_pid"; else data_phase; fi
   tail -25 "$OUT/data.log"
 fi
+kernelbench_phase() {  # issue 14: runner loop on KernelBench + baseline ranking vs published timings, GPU 0
+  stamp "kernelbench: runner on hand-written kernels"
+  CUDA_VISIBLE_DEVICES=0 timeout 170 python3 -P benchmarks/runner/kb_phase.py --kernelbench .kernelbench \
+    --device cuda --out "$OUT/kb" >"$OUT/kernelbench.log" 2>&1; echo "kb_phase rc=$?" | tee -a "$OUT/kernelbench.log"
+  stamp "kernelbench: baselines (budget ${KB_BUDGET:-110} s)"
+  local b0=$(date +%s)
+  CUDA_VISIBLE_DEVICES=0 timeout $(( ${KB_BUDGET:-110} + 60 )) python3 -P -m cuda_agent.cli.main baselines \
+    --kernelbench .kernelbench --level 1,2,3 --device cuda --budget "${KB_BUDGET:-110}" \
+    --out "$OUT/kb_baselines.jsonl" --json >>"$OUT/kernelbench.log" 2>&1
+  echo "baselines rc=$? wall_s=$(( $(date +%s) - b0 ))" | tee -a "$OUT/kernelbench.log"
+  python3 -P benchmarks/runner/compare_baselines.py "$OUT/kb_baselines.jsonl" .kernelbench/results/timing/H100_Modal \
+    --out "$OUT/kb_baseline_ranking.md" >>"$OUT/kernelbench.log" 2>&1
+  stamp "kernelbench: done"; tail -20 "$OUT/kernelbench.log"
+}
 if has agentpath; then agentpath_phase; fi
+if has kernelbench; then kernelbench_phase; fi
 if has pool1; then pool_phase 1 ""; fi
 if has pool1p; then pool_phase 1 _process --worker-processes yes; fi
 if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2 ""; fi
 if has pool2in && [ "$GPUS" -ge 2 ]; then pool_phase 2 _in_process --worker-processes no; fi
+if has poolsweep; then pool_sweep "$LAST" ""; fi
+if has poolsweep2 && [ "$GPUS" -ge 2 ]; then pool_sweep 0,1 _2gpu; fi
 stamp "end"
 exit "$status"

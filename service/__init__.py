@@ -13,3 +13,6 @@ the service). FastAPI and uvicorn are imported only here (the ``service`` extra)
     app.py       the FastAPI application
     cli.py       the ``serve-reward`` command
 """
+
+TOKEN_ENV = "CUDA_AGENT_REWARD_TOKEN"
+"""Default environment variable holding the service's bearer token."""

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import typer
 
-from cuda_agent.service.config import TOKEN_ENV
+from cuda_agent.service import TOKEN_ENV
 
 
 def register(app: typer.Typer) -> None:

@@ -9,9 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.reward_fns.options import RewardKind
-
-TOKEN_ENV = "CUDA_AGENT_REWARD_TOKEN"
-"""Default environment variable holding the service's bearer token."""
+from cuda_agent.service import TOKEN_ENV
 
 
 class ServiceConfig(BaseModel):

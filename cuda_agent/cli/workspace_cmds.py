@@ -18,6 +18,7 @@ from rich.table import Table
 
 from cuda_agent.cli.contract import json_stdout, progress, require_device
 from cuda_agent.errors import ConfigError
+from cuda_agent.sandbox_pool.harness.models import DEFAULT_TIMED_CALLS
 
 
 def register(app: typer.Typer) -> None:
@@ -51,11 +52,13 @@ def eval_cmd(
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: the workspace's)."),
     as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
     policy: str = typer.Option("paper", "--precision-policy", help="paper | matched | strict."),
-    timed_calls: int = typer.Option(30, "--timed-calls", help="Timed calls, each on fresh inputs."),
+    timed_calls: int = typer.Option(DEFAULT_TIMED_CALLS, "--timed-calls", help="Timed calls, each on fresh inputs."),
     no_profile: bool = typer.Option(False, "--no-profile", help="Verify only (no timing, no reward beyond 1)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the input draws (default: fresh)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Evaluate again even if this exact candidate, problem, "
                                   "device, settings and software stack were evaluated before."),
+    refresh_baselines: bool = typer.Option(False, "--refresh-baselines", help="Measure the eager and torch.compile "
+                                           "baselines again (replacing the cached ones); implies --no-cache."),
     pool: Optional[str] = typer.Option(None, "--pool", help="Evaluate in the pool at this address (a socket "
                                        "path or ray://NAME); default $CUDA_AGENT_POOL, else an embedded evaluator."),
 ) -> None:
@@ -76,14 +79,14 @@ def eval_cmd(
     dev = device or workspace_device(directory)
     require_device(dev)
     options = EvalOptions(precision_policy=PrecisionPolicy(policy), timed_calls=timed_calls,
-                          profile=not no_profile, seed=seed)
+                          profile=not no_profile, seed=seed, refresh_baselines=refresh_baselines)
     job = EvalJob(problem_src=read_problem(directory), files=read_candidate_files(directory), device=dev,
                   options=options, task_id=str(directory))
     check_problem_source(job.problem_src, str(directory / "model.py"))
     address = pool or os.environ.get(ENV_ADDRESS) or None
     with json_stdout(as_json) as stdout, progress(f"evaluating {directory} on {dev}"
                                                    + (f" in the pool at {address}" if address else "")):
-        result = asyncio.run(_evaluate(job, address, use_cache=not no_cache))
+        result = asyncio.run(_evaluate(job, address, use_cache=not (no_cache or refresh_baselines)))
         if as_json:
             stdout.write(json.dumps(result.to_public_json()) + "\n")
     if not as_json:
@@ -131,7 +134,7 @@ def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imp
 
 def quickstart(
     device: str = typer.Option("cpu", "--device", help="cpu (any machine) or cuda (a GPU node)."),
-    timed_calls: int = typer.Option(10, "--timed-calls", help="Timed calls per candidate."),
+    timed_calls: int = typer.Option(DEFAULT_TIMED_CALLS, "--timed-calls", help="Timed calls per candidate."),
     agent: bool = typer.Option(True, "--agent/--no-agent", help="Run the scripted agent session first."),
 ) -> None:
     """Run the system end to end on the embedded default (CPU, local sandbox, embedded evaluator).

@@ -147,7 +147,10 @@ def _attempt(client: ChatClient, seeds: Sequence[Task], *, device: Device, windo
 def compose_with_llm(seeds: Sequence[Task], endpoint: EndpointConfig, *, seed: int, device: Device,
                      window_ms: tuple[float, float], min_ops: int = 2, max_ops: int = 5,
                      start: int = 0) -> Iterator[Task | str]:
-    """An endless stream of attempts (a str names why the reply was unusable); attempt `i` samples with rng ``f"{seed}:{i}"``."""
+    """An endless stream of attempts (a str names why the reply was unusable).
+
+    Attempt `i` samples its seeds with rng ``f"{seed}:{i}"``.
+    """
     pool = [s for s in seeds if s.provenance.library == "torch"]
     if len(pool) < min_ops:
         raise ConfigError(f"the LLM composer needs at least {min_ops} torch seeds, got {len(pool)}: run crawl first")

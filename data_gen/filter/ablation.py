@@ -101,7 +101,8 @@ def _describe(node: ast.AST) -> str:
     """The removed operation: ``torch.relu``, ``.sum``, ``*`` ..., in its expression."""
     if isinstance(node, ast.Call):
         func = node.func
-        name = f".{func.attr}" if isinstance(func, ast.Attribute) and not _is_namespace(func.value) else ast.unparse(func)
+        method = isinstance(func, ast.Attribute) and not _is_namespace(func.value)
+        name = f".{func.attr}" if isinstance(func, ast.Attribute) and method else ast.unparse(func)
     else:
         name = type(getattr(node, "op", node)).__name__
     return f"{name} in {ast.unparse(node)[:100]}"

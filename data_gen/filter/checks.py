@@ -361,6 +361,7 @@ def child_main(connection: Any, task_id: str, source: str, config_json: str, dev
 
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    result = evaluate(task_id, source, config, device, lock_path, notify=lambda phase: connection.send(("phase", phase)))
+    result = evaluate(task_id, source, config, device, lock_path,
+                      notify=lambda phase: connection.send(("phase", phase)))
     connection.send(result.model_dump_json())
     connection.close()

@@ -71,8 +71,8 @@ def run_isolated(task_id: str, source: str, config: FilterConfig, device: str, l
         return FilterResult.model_validate_json(payload)
     base = {"task_id": task_id, "kept": False, "duration_s": duration, "device": device, "host": socket.gethostname()}
     if timed_out:
-        return FilterResult(**base, criterion=Criterion.TIMEOUT, detail=f"no verdict within {config.timeout_s} s "
-                                                                        "(time waiting for the timing lock not counted)")
+        detail = f"no verdict within {config.timeout_s} s (time waiting for the timing lock not counted)"
+        return FilterResult(**base, criterion=Criterion.TIMEOUT, detail=detail)
     code = process.exitcode
     how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
     return FilterResult(**base, criterion=Criterion.CRASH, detail=f"task process {how} without a verdict")

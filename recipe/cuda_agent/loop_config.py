@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent.errors import ConfigError
@@ -78,13 +77,19 @@ def loop_config_from_kwargs(kwargs: Mapping[str, Any]) -> CudaAgentLoopConfig:
         raise ConfigError(f"invalid cuda_agent agent-loop option(s) in agent_loop_config_path: {exc}") from exc
 
 
-def reward_kwargs_of(trainer_config: DictConfig) -> dict[str, Any]:
-    """``reward.custom_reward_function.reward_kwargs`` of the trainer config, as a plain dict."""
+def reward_kwargs_of(trainer_config: Any) -> dict[str, Any]:
+    """``reward.custom_reward_function.reward_kwargs`` of the trainer config (a DictConfig), as a plain dict."""
+    from omegaconf import OmegaConf
+
     value = OmegaConf.select(trainer_config, "reward.custom_reward_function.reward_kwargs", default=None)
     return dict(_plain(value) or {})
 
 
 def _plain(value: Any) -> Any:
+    try:  # omegaconf comes with veRL; without it there are no DictConfig values to convert
+        from omegaconf import DictConfig, OmegaConf
+    except ModuleNotFoundError:
+        return value
     if isinstance(value, DictConfig) or OmegaConf.is_list(value):
         return OmegaConf.to_container(value, resolve=True)
     return value

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
-from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics
+
+if TYPE_CHECKING:  # veRL loads only where its record is built: the standalone runner runs without veRL
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics
 
 _COMPILE = re.compile(r"compile\.sh|utils[./]compile")
 _VERIFY = re.compile(r"utils[./]verification")
@@ -79,6 +81,8 @@ class TrajectoryMetrics(BaseModel):
 
     def agent_loop_metrics(self) -> AgentLoopMetrics:
         """veRL's timing record."""
+        from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics
+
         return AgentLoopMetrics(
             generate_sequences=self.generation_s,
             tool_calls=self.tools_s,

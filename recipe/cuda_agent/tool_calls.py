@@ -9,11 +9,13 @@ loop goes on (STYLE.md: the model's mistake is an observation).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from verl.experimental.agent_loop.tool_parser import ToolParser
-from verl.tools.schemas import OpenAIFunctionToolSchema
+
+if TYPE_CHECKING:  # veRL loads with the token-level parser path only: the standalone runner runs without veRL
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+    from verl.tools.schemas import OpenAIFunctionToolSchema
 
 
 class ParsedCall(BaseModel):
@@ -29,6 +31,8 @@ class ParsedCall(BaseModel):
 
 def parser_schemas(raw_schemas: list[dict[str, Any]]) -> list[OpenAIFunctionToolSchema]:
     """veRL's (lossy) schema objects, which some parsers use to convert argument types."""
+    from verl.tools.schemas import OpenAIFunctionToolSchema
+
     converted = []
     for schema in raw_schemas:
         function = schema["function"]

@@ -1,21 +1,29 @@
 """Eager and torch.compile baselines: measured once per task, device and software stack.
 
-Baselines run in a reference child with exactly the candidate's timing protocol and are
-cached on disk as JSON keyed by (problem hash, device name, torch version, precision
-policy, protocol version, number of timed calls).
+Baselines run in a reference child with exactly the candidate's timing protocol. Each is
+timed in blocks of `n_sets` calls until the median's 95% confidence interval is within
++-CI_TARGET of the median, or MAX_ROUNDS blocks / MAX_TIMING_S seconds have passed (then a
+warning travels with the baselines into every result that uses them). They are cached on disk
+as JSON keyed by the problem's hash, the device's name, the software stack (torch, CUDA,
+driver, triton, Python), the precision policy, the protocol version and the timing settings
+(timed calls, warm-up, CI target, cap).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import importlib.metadata
 import logging
+import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import InfraError
 from cuda_agent.sandbox_pool.harness.models import TimingStats
@@ -23,26 +31,71 @@ from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
 from cuda_agent.sandbox_pool.harness.reference import timing_draws, write_baseline_files
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, Zygote
-from cuda_agent.sandbox_pool.harness.stats import timing_stats
+from cuda_agent.sandbox_pool.harness.stats import relative_half_width, timing_stats
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = "3"
+PROTOCOL_VERSION = "4"  # 4: the input mix of harness/inputs.py's seven distributions; CI-driven repeats
 BASELINE_SEED = 1234
+CI_TARGET = 0.02
+"""Stop timing a baseline once the half-width of its median's 95% CI is at most 2% of the median."""
+MAX_ROUNDS = 10
+"""At most this many blocks of `n_sets` timed calls per baseline."""
+MAX_TIMING_S = 60.0
+"""At most this long timing one baseline (whole blocks; warm-up and torch.compile not counted)."""
 
 
 class Baselines(BaseModel):
+    """The eager and torch.compile timings of one problem on one device and software stack."""
+
     model_config = ConfigDict(extra="forbid")
 
     eager: TimingStats
     torch_compile: TimingStats | None
     compile_error: str | None = None
     key: str
+    warnings: list[str] = Field(default_factory=list, description="Baselines whose CI stayed wider than CI_TARGET.")
+    stack: str = Field("", description="Software stack measured on (software_stack()).")
 
 
-def baseline_key(problem: Problem, device_name: str, torch_version: str, tf32: bool, n_sets: int) -> str:
-    parts = [problem.sha256, device_name, torch_version, f"tf32={tf32}", PROTOCOL_VERSION, str(n_sets)]
+@functools.lru_cache(maxsize=4)
+def software_stack(device: str = "cpu") -> str:
+    """torch, CUDA, driver, triton and Python versions: what a baseline's speed depends on besides the device."""
+    parts = [f"torch={torch.__version__}", f"python={platform.python_version()}"]
+    try:
+        parts.append(f"triton={importlib.metadata.version('triton')}")
+    except importlib.metadata.PackageNotFoundError:
+        parts.append("triton=none")
+    if device == "cuda":
+        parts += [f"cuda={torch.version.cuda}", f"driver={_driver_version()}"]
+    return ",".join(parts)
+
+
+def _driver_version() -> str:
+    try:  # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  ..."
+        first = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+        return next((w for w in first.split() if w[:1].isdigit() and "." in w), first.strip())
+    except (OSError, IndexError):
+        return "unknown"
+
+
+def baseline_key(problem: Problem, device_name: str, torch_version: str, tf32: bool, n_sets: int, *,
+                 device: str = "cpu", warmup: int = 3) -> str:
+    """Cache key: problem, device, software stack, precision and every timing setting."""
+    parts = [problem.sha256, device_name, torch_version, software_stack(device), f"tf32={tf32}", PROTOCOL_VERSION,
+             f"calls={n_sets}", f"warmup={max(warmup, 2)}", f"ci={CI_TARGET}", f"rounds={MAX_ROUNDS}",
+             f"cap={MAX_TIMING_S}"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def ci_warning(name: str, stats: TimingStats) -> str | None:
+    """A warning when a baseline's CI stayed wider than the target (rewards then use its lower end)."""
+    width = relative_half_width(stats.samples_us)
+    if width <= CI_TARGET:
+        return None
+    return (f"{name} baseline is noisy: the 95% CI of its median is +-{width:.1%} after {len(stats.samples_us)} "
+            f"timed calls (target +-{CI_TARGET:.0%}); speed-ups are judged against its lower end "
+            f"({stats.ci_low_us:.1f} us, median {stats.median_us:.1f} us)")
 
 
 class BaselineCache:
@@ -79,18 +132,24 @@ async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index
         compiled = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, True, timeout_s)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    warnings = [w for w in (ci_warning("eager", eager),
+                            None if isinstance(compiled, str) else ci_warning("torch.compile", compiled)) if w]
+    for warning in warnings:
+        logger.warning(warning)
     if isinstance(compiled, str):
         logger.warning("torch.compile baseline failed (%s); compile speed-up will be unavailable", compiled)
-        return Baselines(eager=eager, torch_compile=None, compile_error=compiled, key=key)
-    return Baselines(eager=eager, torch_compile=compiled, key=key)
+        return Baselines(eager=eager, torch_compile=None, compile_error=compiled, key=key, warnings=warnings,
+                         stack=software_stack(device))
+    return Baselines(eager=eager, torch_compile=compiled, key=key, warnings=warnings, stack=software_stack(device))
 
 
 async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
                           warmup: int, compiled: bool, timeout_s: float) -> TimingStats | str:
     spec = ChildSpec(role="reference", device=device, device_index=device_index, work_dir=work,
                      problem_src=problem.source, compile_reference=compiled, tf32=tf32,
-                     timing_draws=timing_draws(BASELINE_SEED, n_sets),
-                     warmup=max(warmup, 2), isolate=False)
+                     timing_draws=timing_draws(BASELINE_SEED, n_sets * MAX_ROUNDS),
+                     warmup=max(warmup, 2), isolate=False,
+                     ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=MAX_TIMING_S)
     child = ChildProcess(zygote, spec)
     child.go()
     deadline = time.monotonic() + timeout_s

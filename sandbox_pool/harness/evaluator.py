@@ -308,8 +308,9 @@ class _Run:
         t0 = time.monotonic()
         tf32 = self.opts.precision_policy is PrecisionPolicy.MATCHED
         n_sets = self.opts.timed_calls
-        key = baseline_mod.baseline_key(problem, self.result.receipt.device_name, torch.__version__, tf32, n_sets)
-        cached = self.ev.baseline_cache.get(key)
+        key = baseline_mod.baseline_key(problem, self.result.receipt.device_name, torch.__version__, tf32, n_sets,
+                                        device=self.job.device, warmup=self.opts.warmup_calls)
+        cached = None if self.opts.refresh_baselines else self.ev.baseline_cache.get(key)
         if cached is None:
             await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
             cached = await baseline_mod.measure(
@@ -324,8 +325,9 @@ class _Run:
         if cached.torch_compile is not None:
             self.result.timings["torch_compile"] = cached.torch_compile
             self.result.torch_compile_us = cached.torch_compile.median_us
-        self.stage("baselines", ok=True, cached=hit, duration_s=time.monotonic() - t0,
-                   log=f"torch.compile unavailable: {cached.compile_error}" if cached.compile_error else "")
+        self.result.warnings += cached.warnings
+        notes = ([f"torch.compile unavailable: {cached.compile_error}"] if cached.compile_error else []) + cached.warnings
+        self.stage("baselines", ok=True, cached=hit, duration_s=time.monotonic() - t0, log="\n".join(notes))
 
 
 def _fast_tmp() -> str | None:

@@ -13,7 +13,8 @@ element's sign and its zeros):
   axis;
 - ``row_col``: per-row and per-column scales, a factor 10^U(-1, 1) per index along every axis;
 - ``heavy_tailed``: a Cauchy-like factor |N1/N2| (capped at 100) per element;
-- ``scaled`` and ``shifted``: the whole draw scaled or shifted (a power / an affine map in [0, 1]).
+- ``scaled`` and ``shifted``: the whole draw scaled or shifted (in [-1, 1]: a signed power / an
+  affine map).
 
 A kernel that reduces over a subset of its input (strided, first k) or returns the
 expectation of the native distribution fails these elementwise (HACKS.md #16, #17). A draw
@@ -109,8 +110,8 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: i
         mask.view(-1)[int(torch.randint(0, base.numel(), (1,), generator=gen))] = True  # at least one
         top = max(abs(lo), abs(hi)) or 1.0
         spike = top * torch.pow(10.0, torch.rand(shape, generator=dev, device=device) * 2 - 1)
-        if not nonneg:
-            spike = torch.where(torch.rand(shape, generator=dev, device=device) < 0.5, -spike, spike)
+        if not nonneg:  # the element's own sign
+            spike = torch.where(base < 0, -spike, spike)
         out = torch.where(mask, spike, base * 1e-3)
     elif distribution == "ramp":
         def ramp(axis: int, size: int) -> torch.Tensor:
@@ -125,7 +126,8 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: i
         out = base * ratio.abs().nan_to_num(100.0).clamp(max=100.0)
     elif distribution == "scaled":
         factor = _uniform(gen, 2.0, 4.0)
-        out = base * factor if not unit else base.pow(factor)
+        bounded = -1.0 <= lo and hi <= 1.0  # a power keeps [0, 1] and [-1, 1]
+        out = base.abs().pow(factor) * torch.sign(base) if bounded else base * factor
     elif distribution == "shifted":
         shift = _uniform(gen, 0.5, 1.5)
         out = base + shift if not unit else (base * 0.5 + 0.25)

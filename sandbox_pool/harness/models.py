@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Device = Literal["cpu", "cuda"]
 
+DEFAULT_TIMED_CALLS = 30
+"""Timed calls per timed subject, the one default of every path (`cuda-agent eval`, the skill
+scripts' profiling, quickstart, the reward functions, the pool): results and cached baselines
+of different paths are then the same measurement."""
+
 
 class PrecisionPolicy(str, enum.Enum):
     """How baselines are timed and how strictly outputs are compared (DESIGN.md)."""
@@ -59,7 +64,9 @@ class EvalOptions(BaseModel):
                                   "at random positions of an i.i.d.-looking draw; the candidate's output must move "
                                   "as the reference's does (compare.influence_mismatch).")
     profile: bool = Field(True, description="Time the candidate and the baselines after verification.")
-    timed_calls: int = Field(30, ge=3, le=1000, description="Timed calls, each on inputs never seen before (drawn by the child, outside the timed window).")
+    timed_calls: int = Field(DEFAULT_TIMED_CALLS, ge=3, le=1000, description="Timed calls, each on inputs never seen before (drawn by the child, outside the timed window).")
+    refresh_baselines: bool = Field(False, description="Measure the eager and torch.compile baselines again instead of "
+                                    "using the cached ones (the new measurement replaces the cache entry).")
     warmup_calls: int = Field(3, ge=1, le=100, description="Untimed calls before timing.")
     seed: int | None = Field(None, description="Seed of the input draws; None = fresh per evaluation.")
     compile_timeout_s: float = Field(300.0, gt=0, description="Limit of the candidate's compile.")
@@ -108,6 +115,9 @@ class TimingStats(BaseModel):
     min_us: float = Field(description="Fastest call.")
     max_us: float = Field(description="Slowest call.")
     samples_us: list[float] = Field(default_factory=list, description="Every timed call, in order.")
+    ci_low_us: float | None = Field(None, description="Lower end of the median's 95% confidence interval "
+                                    "(distribution-free, from order statistics).")
+    ci_high_us: float | None = Field(None, description="Upper end of the median's 95% confidence interval.")
 
 
 class Receipt(BaseModel):
@@ -148,6 +158,8 @@ class EvalResult(BaseModel):
     timings: dict[str, TimingStats] = Field(default_factory=dict, description="candidate, eager, torch_compile.")
     receipt: Receipt = Field(default_factory=Receipt, description="Measurement provenance.")
     wall_s: float | None = Field(None, description="Wall time of the whole evaluation.")
+    warnings: list[str] = Field(default_factory=list, description="Things the caller should know that did not "
+                                "change the verdict (e.g. a baseline whose confidence interval stayed wide).")
 
     @property
     def is_infra_failure(self) -> bool:

@@ -83,7 +83,8 @@ async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = N
     if before_evaluation is not None:
         before_evaluation()
     result = await _evaluate(job, config, cache_root)
-    cache.put(key, result)
+    # Keyed again: this evaluation may have measured (created) the task's baselines.
+    cache.put(result_key(job, cache_root, _settings(config, True, 16384)), result)
     return result
 
 

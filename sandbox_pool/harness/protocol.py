@@ -67,5 +67,10 @@ class ChildSpec(BaseModel):
     memory_limit_mb: int | None = None
     file_size_mb: int = 1024
     poison_bytes: int = 0
+    ci_target: float | None = None
+    """Reference children: stop timing (after whole blocks of `min_timed_calls`) once the median's
+    CI half-width is at most this fraction of the median (None: make every planned call)."""
+    min_timed_calls: int = 0
+    max_timing_s: float | None = None
     gated: bool = False
     """Pause after each step until the parent answers (it shares the device with other evaluations: gate.py)."""

@@ -121,7 +121,7 @@ def _baselines_state(cache_dir: Path) -> str:
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError:
-        return "none"
+        entries = []  # absent and empty are the same state (the evaluator creates the folder)
     return _sha("\n".join(f"{e.name}:{e.stat().st_size}:{e.stat().st_mtime_ns}" for e in entries
                           if e.name.endswith(".json")))
 

@@ -25,8 +25,6 @@ from pathlib import Path
 
 from cuda_agent.errors import CudaAgentError
 
-TIMED_CALLS = 20
-
 
 def _workspace() -> Path:
     return Path.cwd()
@@ -42,7 +40,7 @@ def _job(profile: bool = True):  # noqa: ANN202 - EvalJob, imported here to keep
 
     ws = _workspace()
     return EvalJob(problem_src=read_problem(ws), files=read_candidate_files(ws), device=workspace_device(ws),
-                   options=EvalOptions(profile=profile, timed_calls=TIMED_CALLS), task_id=str(ws))
+                   options=EvalOptions(profile=profile), task_id=str(ws))  # the default timed calls, as eval's
 
 
 async def _compile():  # noqa: ANN202 - CompileReply

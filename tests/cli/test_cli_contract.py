@@ -353,3 +353,47 @@ def test_json_stdout_keeps_stdout_for_the_json(capfd: pytest.CaptureFixture[str]
     out, err = capfd.readouterr()
     assert out == '{"ok": true}\n'
     assert "noise from a problem file" in err and "noise from C code" in err
+
+
+# --- the translation table itself ------------------------------------------------------------------
+
+
+def _permission_error() -> PermissionError:
+    return PermissionError(13, "Permission denied", "/srv/ws/model_new.py")
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "words"),
+    [
+        (lambda: __import__("cuda_agent.errors").errors.ConfigError("bad --x"), 2, ["bad --x"]),
+        (lambda: __import__("cuda_agent.errors").errors.WorkspaceError("not a workspace"), 2, ["not a workspace"]),
+        (lambda: __import__("cuda_agent.errors").errors.ProblemError("no Model"), 2, ["no Model"]),
+        (lambda: __import__("cuda_agent.errors").errors.InfraError("worker died"), 3, ["infrastructure", "worker died"]),
+        (lambda: __import__("cuda_agent.errors").errors.SandboxUnavailableError("no engine"), 3, ["no engine"]),
+        (lambda: __import__("cuda_agent.errors").errors.PoolOverloadedError("queue full"), 3, ["queue full"]),
+        (_permission_error, 2, ["permission denied", "/srv/ws/model_new.py", "chown"]),
+        (lambda: FileNotFoundError(2, "No such file or directory", "/x/y"), 2, ["/x/y"]),
+        (lambda: OSError(98, "Address already in use"), 2, ["already in use"]),
+        (lambda: __import__("json").JSONDecodeError("Expecting value", "{x", 1), 2, ["invalid JSON"]),
+        (lambda: ModuleNotFoundError("No module named 'fastapi'", name="fastapi"), 3, ["fastapi", "install"]),
+        (lambda: KeyError("our bug"), 1, ["internal error", "--debug"]),
+    ],
+    ids=["config", "workspace", "problem", "infra", "sandbox", "pool", "permission", "missing-file", "addr-in-use",
+         "json", "missing-dependency", "bug"],
+)
+def test_classify(exc, code: int, words: list[str]) -> None:
+    got_code, message = contract.classify(exc())
+    assert got_code == code and "\n" not in message
+    assert all(word in message for word in words), message
+
+
+def test_validation_errors_become_field_messages() -> None:
+    from pydantic import BaseModel, Field, ValidationError
+
+    class Options(BaseModel):
+        workers: int = Field(ge=1)
+
+    with pytest.raises(ValidationError) as info:
+        Options(workers=0)
+    code, message = contract.classify(info.value)
+    assert code == 2 and message == "invalid Options: workers: Input should be greater than or equal to 1 (got 0)"

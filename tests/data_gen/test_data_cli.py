@@ -111,3 +111,19 @@ def test_a_stage_with_nothing_to_pass_on_exits_non_zero(tmp_path):
     empty = write_tasks(tmp_path / "empty.jsonl", [])
     result = runner.invoke(app, ["export", str(empty), "--out", str(tmp_path / "e"), "--device", "cpu"])
     assert result.exit_code == 2 and "no task" in result.output.lower()
+
+
+def test_crawl_and_compose_agree_on_the_default_size():
+    import click
+    import typer
+
+    from cuda_agent.data_gen.compose import compose
+    from cuda_agent.data_gen.crawl import crawl
+    from cuda_agent.data_gen.ops import DEFAULT_SIZE
+
+    assert crawl.__kwdefaults__["size"] == compose.__kwdefaults__["size"] == DEFAULT_SIZE
+    group = typer.main.get_command(app)
+    for name in ("crawl", "compose"):
+        command = group.get_command(click.Context(group), name)
+        size = next(p for p in command.params if p.name == "size")
+        assert size.default == DEFAULT_SIZE, name

@@ -65,7 +65,7 @@ SCRIPTS = {
         {"content": "I give up."},
     ],
     "fail500": [{"status": 500}],
-    "slow": [{"content": "late", "sleep": 3.0}],
+    "slow": [{"content": "late", "sleep": 30.0}],  # far past --request-timeout, even on a loaded machine
 }
 
 
@@ -75,15 +75,17 @@ def agentic_run(tmp_path_factory):
     folder = problems(root / "problems", list(SCRIPTS))
     out = root / "results.jsonl"
     args = ["run", "--problems", str(folder), "--device", "cpu", "--base-url", "", "--model", MODEL, "--out", str(out),
-            "--concurrency", "4", "--request-timeout", "1", "--retries", "2", "--backoff", "0.05",
+            "--concurrency", "4", "--request-timeout", "2", "--retries", "2", "--backoff", "0.05",
             "--workspace-root", str(root)]
     with ScriptedOpenAI(SCRIPTS, model=MODEL) as server:
         args[args.index("--base-url") + 1] = server.base_url
         first = cli(*args)
         requests_first = dict(server.requests)
+        lines_first = read_lines(out)
         second = cli(*args)
         requests_second = {key: server.requests[key] - requests_first.get(key, 0) for key in server.requests}
     return {"first": first, "second": second, "out": out, "records": root / "results.trajectories",
+            "lines_first": lines_first,
             "requests_first": requests_first, "requests_second": requests_second}
 
 
@@ -124,7 +126,7 @@ def test_malformed_calls_become_observations(agentic_run):
 
 
 def test_endpoint_errors_are_recorded_not_scored(agentic_run):
-    lines = read_lines(agentic_run["out"])
+    lines = agentic_run["lines_first"]
     for key, reason in (("fail500", "HTTP 500"), ("slow", "timed out")):
         line = lines[key]
         assert line["status"] == "endpoint_error" and line["reward"] is None and not line["correct"]
@@ -135,10 +137,13 @@ def test_endpoint_errors_are_recorded_not_scored(agentic_run):
 def test_rerun_skips_finished_pairs_and_retries_endpoint_errors(agentic_run):
     assert agentic_run["second"].returncode == 0, agentic_run["second"].stderr[-2000:]
     again = agentic_run["requests_second"]
-    assert again.get("solve", 0) == 0 and again.get("malformed", 0) == 0
+    excluded = {"endpoint_error", "infra_error"}  # (an overloaded machine can fail an evaluation: infra_error)
+    for key, line in agentic_run["lines_first"].items():
+        assert (again.get(key, 0) > 0) == (line["status"] in excluded), (key, line["status"], again)
     assert again["fail500"] == 3
     raw = [json.loads(line) for line in agentic_run["out"].read_text().splitlines()]
-    assert [line["task_id"] for line in raw].count("solve") == 1
+    first_ok = agentic_run["lines_first"]["solve"]["status"] not in ("endpoint_error", "infra_error")
+    assert [line["task_id"] for line in raw].count("solve") == (1 if first_ok else 2)
     assert [line["task_id"] for line in raw].count("fail500") == 2
 
 

@@ -26,6 +26,7 @@ from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.inputs import digest, draw
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
+from cuda_agent.sandbox_pool.harness.stats import relative_half_width
 
 
 timer_now = time.perf_counter  # captured before any candidate code is loaded
@@ -208,6 +209,16 @@ class Child:
         seed = int(reply["print_seed"])
         self.send(event="print", k=k, fingerprint=[] if bad_types else fingerprint(outputs, seed))
 
+    def enough_samples(self, samples: list[float], elapsed_s: float) -> bool:
+        """A baseline (reference role) stops once the median's confidence interval is tight
+        (`ci_target`) or its time is up; a candidate always makes every planned call."""
+        spec = self.spec
+        if spec.role != "reference" or spec.ci_target is None or len(samples) < spec.min_timed_calls:
+            return False
+        if spec.max_timing_s is not None and elapsed_s > spec.max_timing_s:
+            return True
+        return len(samples) % max(1, spec.min_timed_calls) == 0 and relative_half_width(samples) <= spec.ci_target
+
     def run_timing(self, model: Any, trials: list[list[Any]], timer: Timer) -> None:
         planned = self.spec.timing_draws
         if not planned:
@@ -238,6 +249,8 @@ class Child:
                 if self.spec.role == "candidate":
                     self.report_fingerprint(k, outputs, bool(type_errors))
                 del inputs, out, outputs
+                if self.enough_samples(samples, timer_now() - wall0):
+                    break
             wall_s = timer_now() - wall0
         except Exception as exc:
             self.fail("timing", exc)

@@ -100,4 +100,5 @@ async def test_unchanged_candidate_is_served_from_the_cache_and_a_change_reevalu
     assert "result_cache" not in forced.stages and forced.receipt.seed != first.receipt.seed
     edited = _job({**FILES, "model_new.py": FILES["model_new.py"] + "\n# edited\n"}, seed=None)
     fresh = await evaluate_oneshot(edited, cache_dir=tmp_path)
-    assert fresh.status is EvalStatus.OK and "result_cache" not in fresh.stages
+    assert "result_cache" not in fresh.stages
+    assert fresh.receipt.candidate_sha256 != first.receipt.candidate_sha256

@@ -42,3 +42,24 @@ def test_exec_docker_backend(workspace, docker_image):
 def test_help_has_an_example():
     done = cli("exec", "--help", through_main=True)
     assert done.returncode == 0 and "cuda-agent sandbox exec" in done.stdout
+
+
+def test_exec_passes_the_pool_into_the_sandbox(workspace, tmp_path):
+    """$CUDA_AGENT_POOL (a socket path) reaches commands inside: the socket mounted, the variable set."""
+    import os
+    import socket
+
+    path = tmp_path / "pool.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    try:
+        argv = [sys.executable, "-m", "cuda_agent.cli.main", "sandbox", "exec", str(workspace), "--",
+                'echo "$CUDA_AGENT_POOL"; test -S "$CUDA_AGENT_POOL" && echo socket']
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=100,
+                              env={**os.environ, "CUDA_AGENT_POOL": str(path)})
+    finally:
+        listener.close()
+    assert (done.returncode, done.stdout) == (0, f"{path.resolve()}\nsocket\n"), done.stderr
+    missing = cli("exec", "--pool", str(tmp_path / "none.sock"), str(workspace), "--", "true", through_main=True)
+    assert missing.returncode == 2 and "none.sock" in missing.stderr and "Traceback" not in missing.stderr

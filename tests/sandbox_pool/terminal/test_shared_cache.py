@@ -7,34 +7,26 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.sandbox_pool.terminal.base import SandboxLimits
-from cuda_agent.sandbox_pool.terminal.config import create_sandbox, shared_cache_mounts
-
-from .conftest import TEST_IMAGE, sandbox_config
+from cuda_agent.sandbox_pool.terminal.config import shared_cache_mounts
 
 
-async def test_sandbox_reads_but_cannot_write_the_shared_compile_cache(backend: str, workspace: Path,
-                                                                       tmp_path: Path) -> None:
-    cache = tmp_path / "cache" / "build"
+async def test_sandbox_reads_but_cannot_write_the_shared_compile_cache(make_sandbox, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_AGENT_CACHE", str(tmp_path / "cache"))  # the default: compile_cache="auto"
+    cache = (tmp_path / "cache" / "build").resolve()
     built = cache / "tc" / "so" / "k1"
     built.mkdir(parents=True)
     (built / "cuda_extension.so").write_bytes(b"trusted build")
-    config = sandbox_config(backend, SandboxLimits(command_timeout_s=60.0), TEST_IMAGE)
-    config = config.model_copy(update={"compile_cache": str(cache)})
-    sandbox = create_sandbox(config, workspace)
-    await sandbox.start()
-    try:
-        so = built / "cuda_extension.so"
-        read = await sandbox.run(f"cat {so}")
-        assert read.exit_code == 0 and read.stdout == "trusted build", read
-        for attack in (f"echo poisoned > {so}", f"echo x > {built}/other.o", f"rm -f {so}",
-                       f"mkdir {cache}/tc/so/k2", f"mv {so} {built}/moved.so"):
-            result = await sandbox.run(attack)
-            assert result.exit_code != 0, f"{attack!r} succeeded inside the sandbox"
-        copied = await sandbox.run(f"cp {so} /workspace/cuda_extension.so && cat /workspace/cuda_extension.so")
-        assert copied.exit_code == 0 and copied.stdout == "trusted build", copied
-    finally:
-        await sandbox.close()
+    sandbox = await make_sandbox()
+    so = built / "cuda_extension.so"
+    read = await sandbox.run(f"cat {so}")
+    assert read.exit_code == 0 and read.stdout == "trusted build", read
+    for attack in (f"echo poisoned > {so}", f"echo x > {built}/other.o", f"rm -f {so}",
+                   f"mkdir {cache}/tc/so/k2", f"mv {so} {built}/moved.so"):
+        result = await sandbox.run(attack)
+        assert result.exit_code != 0, f"{attack!r} succeeded inside the sandbox"
+    copied = await sandbox.run(f"cp {so} /workspace/cuda_extension.so && cat /workspace/cuda_extension.so")
+    assert copied.exit_code == 0 and copied.stdout == "trusted build", copied
     assert so.read_bytes() == b"trusted build"
     assert sorted(p.name for p in built.iterdir()) == ["cuda_extension.so"]
 

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The CUDA Agent training pipeline, end to end (SPEC.md section 3; docs/training.md):
+#   1 stage1   single-turn PPO of the base model            -> $WORK_DIR/stage1/     (veRL checkpoints)
+#   2 merge    python -m verl.model_merger (stage-1 actor)  -> $WORK_DIR/stage1_hf/  (Hugging Face)
+#   3 collect  agentic rollouts of the stage-1 model
+#              (trainer.val_only=true, loop trajectory_dir) -> $WORK_DIR/trajectories/ (records)
+#   4 filter   cuda-agent rft filter                        -> $WORK_DIR/sft.parquet
+#   5 rft      verl.trainer.sft_trainer (run_rft.sh)        -> $WORK_DIR/rft/, $WORK_DIR/rft_hf -> its last HF folder
+#   6 value    value pre-training (run_value_pretrain.sh)   -> $WORK_DIR/critic/     (critic.model.path)
+#   7 stage4   agentic PPO, actor rft_hf, critic critic     -> $WORK_DIR/stage4/
+# Each stage's output is the next one's input. A stage whose output exists is skipped (resume: rerun
+# the same command); training stages mark their folder with .stage_done when their command succeeds.
+#
+#   BASE_MODEL=/models/Seed-Coder SINGLE_TURN_FILES=/data/ops_single_turn.parquet \
+#   AGENTIC_FILES=/data/ops_agentic.parquet WORK_DIR=/ckpt/cuda_agent CUDA_AGENT_POOL=/run/pool.sock \
+#     bash recipe/cuda_agent/run_pipeline.sh
+#
+# Environment: BASE_MODEL, SINGLE_TURN_FILES, AGENTIC_FILES, WORK_DIR (required); COLLECT_FILES (tasks
+# for collection, default AGENTIC_FILES); COLLECT_SAMPLES (trajectories per task, 4); VAL_FILES (stage
+# 1/4 validation, default the training files); CUDA_AGENT_POOL (the pool served on dedicated GPUs by
+# `cuda-agent pool serve`); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage scripts; STAGES (the stages
+# to run, default all: "stage1 merge collect filter rft value stage4"); DRY_RUN=1 prints every stage's
+# full command instead of running it. Per-stage Hydra overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS,
+# VALUE_ARGS, STAGE4_ARGS (space-separated).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+: "${BASE_MODEL:?set BASE_MODEL to the base model (Hugging Face folder)}"
+: "${SINGLE_TURN_FILES:?set SINGLE_TURN_FILES to the single-turn training parquet}"
+: "${AGENTIC_FILES:?set AGENTIC_FILES to the agentic training parquet}"
+: "${WORK_DIR:?set WORK_DIR to the folder every stage writes under}"
+STAGES="${STAGES:-stage1 merge collect filter rft value stage4}"
+DRY_RUN="${DRY_RUN:-0}"
+COLLECT_FILES="${COLLECT_FILES:-$AGENTIC_FILES}"
+
+STAGE1_DIR="$WORK_DIR/stage1"
+STAGE1_HF="$WORK_DIR/stage1_hf"
+TRAJECTORIES="$WORK_DIR/trajectories"
+SFT="$WORK_DIR/sft.parquet"
+RFT_DIR="$WORK_DIR/rft"
+RFT_HF="$WORK_DIR/rft_hf"
+CRITIC="$WORK_DIR/critic"
+STAGE4_DIR="$WORK_DIR/stage4"
+
+wants() { [[ " $STAGES " == *" $1 "* ]]; }
+
+# run NAME OUTPUT COMMAND...: skip when OUTPUT exists; print instead of running under DRY_RUN=1
+run() {
+  local name="$1" output="$2"; shift 2
+  if [[ -e "$output" ]]; then
+    echo "[pipeline] $name: skipped, $output exists" >&2
+    return 0
+  fi
+  echo "[pipeline] $name -> $output" >&2
+  if [[ "$DRY_RUN" == "1" ]]; then
+    printf '%q ' "$@"; echo
+    return 0
+  fi
+  "$@"
+}
+
+# the last global_step_N of a veRL checkpoint folder (a placeholder before it exists, for DRY_RUN)
+last_step() {
+  local tracker="$1/latest_checkpointed_iteration.txt"
+  if [[ -f "$tracker" ]]; then echo "$1/global_step_$(cat "$tracker")"; else echo "$1/global_step_LAST"; fi
+}
+
+mark_done() { [[ "$DRY_RUN" == "1" ]] || touch "$1/.stage_done"; }
+
+read -r -a stage1_args <<< "${STAGE1_ARGS:-}"
+read -r -a collect_args <<< "${COLLECT_ARGS:-}"
+read -r -a rft_args <<< "${RFT_ARGS:-}"
+read -r -a value_args <<< "${VALUE_ARGS:-}"
+read -r -a stage4_args <<< "${STAGE4_ARGS:-}"
+
+if wants stage1; then
+  run stage1 "$STAGE1_DIR/.stage_done" env MODEL_PATH="$BASE_MODEL" TRAIN_FILES="$SINGLE_TURN_FILES" \
+    VAL_FILES="${VAL_FILES:-$SINGLE_TURN_FILES}" bash "$HERE/run_single_turn_ppo.sh" \
+    trainer.default_local_dir="$STAGE1_DIR" "${stage1_args[@]}" && mark_done "$STAGE1_DIR"
+fi
+
+if wants merge; then
+  run merge "$STAGE1_HF" python3 -m verl.model_merger merge --backend fsdp \
+    --local_dir "$(last_step "$STAGE1_DIR")/actor" --target_dir "$STAGE1_HF"
+fi
+
+if wants collect; then
+  loops="$WORK_DIR/collect_agent_loops.yaml"
+  # the recipe's agent loops with trajectory_dir set (the loop writes one record per rollout)
+  write_loops=(python3 -c "import sys, yaml; e = yaml.safe_load(open(sys.argv[1]));
+[x.update(trajectory_dir=sys.argv[3]) for x in e if x['name'] != 'cuda_agent_single_turn'];
+yaml.safe_dump(e, open(sys.argv[2], 'w'))" "$HERE/config/agent_loops.yaml" "$loops" "$TRAJECTORIES")
+  if [[ ! -e "$TRAJECTORIES/.stage_done" ]]; then
+    if [[ "$DRY_RUN" == "1" ]]; then printf '%q ' "${write_loops[@]}"; echo; else mkdir -p "$WORK_DIR"; "${write_loops[@]}"; fi
+  fi
+  run collect "$TRAJECTORIES/.stage_done" env ACTOR_PATH="$STAGE1_HF" CRITIC_PATH="$STAGE1_HF" \
+    TRAIN_FILES="$COLLECT_FILES" VAL_FILES="$COLLECT_FILES" bash "$HERE/run_agentic_ppo.sh" \
+    trainer.val_only=true trainer.val_before_train=true \
+    actor_rollout_ref.rollout.val_kwargs.n="${COLLECT_SAMPLES:-4}" actor_rollout_ref.rollout.val_kwargs.do_sample=true \
+    actor_rollout_ref.rollout.val_kwargs.temperature=1.0 \
+    actor_rollout_ref.rollout.agent.agent_loop_config_path="$loops" \
+    trainer.default_local_dir="$WORK_DIR/collect" "${collect_args[@]}" && mark_done "$TRAJECTORIES"
+fi
+
+if wants filter; then
+  run filter "$SFT" python3 -m cuda_agent.cli.main rft filter "$TRAJECTORIES" --out "$SFT"
+fi
+
+if wants rft; then
+  run rft "$RFT_DIR/.stage_done" env MODEL_PATH="$STAGE1_HF" SFT_FILES="$SFT" OUT_DIR="$RFT_DIR" \
+    bash "$HERE/run_rft.sh" "${rft_args[@]}" && mark_done "$RFT_DIR"
+  run rft_hf "$RFT_HF" ln -s "$(last_step "$RFT_DIR")/huggingface" "$RFT_HF"
+fi
+
+if wants value; then
+  run value "$CRITIC" env MODEL_PATH="$RFT_HF" TRAJECTORIES="$TRAJECTORIES" OUT_DIR="$CRITIC" \
+    bash "$HERE/run_value_pretrain.sh" "${value_args[@]}"
+fi
+
+if wants stage4; then
+  run stage4 "$STAGE4_DIR/.stage_done" env ACTOR_PATH="$RFT_HF" CRITIC_PATH="$CRITIC" TRAIN_FILES="$AGENTIC_FILES" \
+    VAL_FILES="${VAL_FILES:-$AGENTIC_FILES}" bash "$HERE/run_agentic_ppo.sh" \
+    trainer.default_local_dir="$STAGE4_DIR" "${stage4_args[@]}" && mark_done "$STAGE4_DIR"
+fi
+echo "[pipeline] done: actor $STAGE4_DIR, critic $CRITIC" >&2

@@ -1,0 +1,83 @@
+"""The trial distributions keep the support the reference needs; influence twins keep the values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cuda_agent.sandbox_pool.harness.compare import influence_mismatch
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw, same_digest
+
+STRUCTURED = [d for d in DISTRIBUTIONS if d != "native"]
+
+
+def _inputs():
+    return [
+        torch.rand(64, 96),                       # [0, 1)
+        torch.randn(32, 48) * 3,                  # signed, unbounded
+        torch.rand(16, 8) * 2 - 1,                # [-1, 1)
+        torch.rand(40, 20) * 10,                  # non-negative, unbounded
+        torch.randint(0, 10, (30,)),              # indices
+        (torch.rand(12, 12) > 0.5).float(),       # a 0/1 mask stored as floats
+        torch.randn(20, 30).t(),                  # non-contiguous
+        3.5,
+    ]
+
+
+@pytest.mark.parametrize("distribution", STRUCTURED)
+def test_transforms_keep_the_support_and_leave_discrete_inputs_alone(distribution: str) -> None:
+    native = draw(_inputs, 11, "native")
+    out = draw(_inputs, 11, distribution)
+    unit, signed, sym, nonneg, idx, mask, strided, scalar = out
+    assert 0.0 <= float(unit.min()) and float(unit.max()) < 1.0
+    assert float(sym.min()) >= float(native[2].min()) and float(sym.max()) <= float(native[2].max())
+    assert float(nonneg.min()) >= 0.0
+    assert torch.equal(torch.sign(signed), torch.sign(native[1])) or distribution == "shifted"
+    assert torch.equal(idx, native[4]) and torch.equal(mask, native[5]) and scalar == 3.5
+    assert strided.stride() == native[6].stride()
+    for t, n in zip(out[:4], native[:4]):
+        assert t.dtype == n.dtype and t.shape == n.shape and bool(torch.isfinite(t).all())
+        assert not torch.allclose(t, n)
+    assert same_digest(digest(out), digest(draw(_inputs, 11, distribution)))  # reproducible
+
+
+def test_structured_draws_break_what_subsampling_relies_on() -> None:
+    # On native rand rows, half of a row predicts the whole row within 1%; on spikes, ramps and
+    # per-row/column scales it does not (the point of these trials).
+    def rows():
+        return [torch.rand(64, 4096)]
+
+    native = draw(rows, 5, "native")[0]
+    assert ((native[:, ::2].sum(1) * 2 - native.sum(1)).abs() / native.sum(1)).max() < 0.03
+    for distribution in ("spikes", "ramp", "row_col"):
+        x = draw(rows, 5, distribution)[0]
+        strided_err = ((x[:, ::2].sum(1) * 2 - x.sum(1)).abs() / x.sum(1)).max()
+        first_err = ((x[:, :2048].sum(1) * 2 - x.sum(1)).abs() / x.sum(1)).max()
+        assert strided_err > 0.05 or first_err > 0.05, distribution
+        assert max(strided_err, first_err) > 0.05
+
+
+def test_influence_twin_exchanges_values_and_keeps_them() -> None:
+    base = draw(_inputs, 3, "native")
+    twin = draw(_inputs, 3, "native", perturb_seed=99, perturb_fraction=0.5)
+    for b, t in zip(base[:4], twin[:4]):
+        changed = float((b != t).float().mean())
+        assert 0.3 < changed < 0.6
+        assert torch.equal(torch.sort(b.reshape(-1)).values, torch.sort(t.reshape(-1)).values)
+    assert torch.equal(base[4], twin[4]) and torch.equal(base[5], twin[5])
+    assert not same_digest(digest(base), digest(twin))  # the digest tells a twin from its draw
+
+
+def test_influence_mismatch_accepts_rounding_and_rejects_ignored_inputs() -> None:
+    x = torch.rand(64, 8192)
+    twin = draw(lambda: [x.clone()], 0, "native", perturb_seed=5, perturb_fraction=0.5)[0]
+    ref, ref_twin = [x.double().sum(1).float()], [twin.double().sum(1).float()]
+    honest = [x.sum(1)], [twin.sum(1)]
+    assert influence_mismatch(*honest, ref, ref_twin, 0.5)[0] is None
+    reordered = [x.flip(1).cumsum(1)[:, -1]], [twin.flip(1).cumsum(1)[:, -1]]  # sequential, other order
+    assert influence_mismatch(*reordered, ref, ref_twin, 0.5)[0] is None
+    strided = [x[:, ::2].sum(1) * 2], [twin[:, ::2].sum(1) * 2]
+    report, ratios = influence_mismatch(*strided, ref, ref_twin, 0.5)
+    assert report is not None and "does not follow its inputs" in report and ratios[0] > 0.5
+    constant = [torch.full((64,), 4096.0)], [torch.full((64,), 4096.0)]
+    assert influence_mismatch(*constant, ref, ref_twin, 0.5)[0] is not None
