@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Everything the open issues measure on a GPU node, in one call of the device machine (one or two H200s):
-#   tests   GPU-marked tests (issue 2 harness, issue 3 faults, issue 15 reward service: skipped
+#   tests   GPU-marked tests (issue 2 harness, issue 12 approximation twins, issue 3 faults, issue 15 reward service: skipped
 #           without fastapi/uvicorn/httpx on the node)                              -> gpu-tests.log
 #   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
-#   data    data pipeline (issue 17): crawl, compose DATA_COUNT (240) tasks, filter them with the paper's
+#   data    data pipeline (issue 17): crawl, compose DATA_COUNT (200) tasks, filter them with the paper's
 #           [1, 100] ms window and inductor, export, dataset report; on the last GPU, in parallel with
-#           tests+bench when there are two GPUs; ~4-5 min on one H200. DATA_RECHECK=1 adds a second
-#           filter run of the kept tasks (+~1.5 min); DATA_KERNELBENCH=path decontaminates (else
-#           --no-decontam)      -> data.log, data.tgz, data_pipeline_report.json, data_dataset_report.{json,md},
+#           tests+bench when there are two GPUs; ~4 min on one H200 (300: ~5.5 min). DATA_RECHECK=1 adds a second
+#           filter run of the kept tasks (+~1.5 min); decontaminates against DATA_KERNELBENCH
+#           (default .kernelbench/KernelBench, carried; --no-decontam without it)  -> data.log, data.tgz, data_pipeline_report.json, data_dataset_report.{json,md},
 #                                  data_eager_ms.png, data_report.json (the filter's)
 #   pool1   pool throughput, 16 submitters, one GPU (issue 3), on the last GPU        -> pool_1gpu.json/.log
 #   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
@@ -40,11 +40,12 @@ t0=$(date +%s); stamp() { echo "[gpu-session +$(( $(date +%s) - t0 ))s] $*"; }
 
 data_phase() {  # issue 17: paper window [1, 100] ms (the cuda default), inductor, dataset report
   stamp "data: start on GPU $LAST"
-  local decontam="--no-decontam"; [ -n "${DATA_KERNELBENCH:-}" ] && decontam="--kernelbench $DATA_KERNELBENCH"
+  local kb="${DATA_KERNELBENCH:-.kernelbench/KernelBench}" decontam="--no-decontam"
+  [ -d "$kb" ] || [ -f "$kb" ] && decontam="--kernelbench $kb"
   local recheck=""; [ "${DATA_RECHECK:-0}" = 1 ] && recheck="--recheck"
   rm -rf /tmp/data_run
-  CUDA_VISIBLE_DEVICES=$LAST timeout "${DATA_TIMEOUT:-420}" python3 -P -m cuda_agent.cli.main data pipeline \
-    --device cuda --count "${DATA_COUNT:-240}" --out /tmp/data_run $decontam $recheck ${DATA_ARGS:-} >"$OUT/data.log" 2>&1
+  CUDA_VISIBLE_DEVICES=$LAST timeout "${DATA_TIMEOUT:-480}" python3 -P -m cuda_agent.cli.main data pipeline \
+    --device cuda --count "${DATA_COUNT:-200}" --out /tmp/data_run $decontam $recheck ${DATA_ARGS:-} >"$OUT/data.log" 2>&1
   echo "rc=$?" >>"$OUT/data.log"
   for f in pipeline_report.json dataset_report.json dataset_report.md eager_ms.png filter/report.json; do
     [ -f "/tmp/data_run/$f" ] && cp "/tmp/data_run/$f" "$OUT/data_$(basename "$f")"
@@ -83,8 +84,8 @@ if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
 if has tests; then
   stamp "tests"
   # Every GPU (the two-GPU pool test needs two), except the one the data phase is using.
-  CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-420}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
-    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
+  CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-500}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
+    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
   status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
 fi
 if has bench; then

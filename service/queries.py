@@ -25,7 +25,8 @@ def response_text(query: str, prompt: str | None) -> tuple[str, bool]:
         at = query.rfind(prompt)
         if at >= 0:
             return query[at + len(prompt):], True
-        tail = prompt[-_TAIL_CHARS:]  # decoding may not round-trip the prompt's start (BOS, spaces)
+        # decoding may not round-trip the prompt's start (BOS, spaces): find its end instead
+        tail = prompt[-min(_TAIL_CHARS, max(16, len(prompt) // 2)):]
         at = query.rfind(tail)
         if at >= 0:
             return query[at + len(tail):], True

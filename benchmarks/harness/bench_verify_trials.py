@@ -1,5 +1,5 @@
 """What the approximation defence costs: verify time with the structured trials and influence twins
-(7 draws + 2 twins, the default) against the previous plan (5 draws, no twins).
+(6 draws + 1 twin, the default) against the previous plan (5 draws, no twins).
 
     .venv/bin/python benchmarks/harness/bench_verify_trials.py --device cpu --repeats 5 \
         --out benchmarks/harness/results/verify_trials_cpu.json
@@ -35,7 +35,7 @@ CASES = {
         "    def forward(self, x):\n        return cuda_extension.wsum_tree(x, self.gain, self.bias)\n"),
 }
 PLANS = {"before (5 draws)": {"correctness_trials": 5, "influence_checks": 0},
-         "now (7 draws + 2 twins)": {}}
+         "now (6 draws + 1 twin)": {}}
 
 
 async def main(args: argparse.Namespace) -> dict:

@@ -127,6 +127,8 @@ def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imp
     ]
     if result.error:
         rows.append(("error", result.error[:300]))
+    if result.warnings:
+        rows.append(("warnings", "; ".join(result.warnings)[:500]))
     for key, value in rows:
         table.add_row(key, value)
     return table

@@ -193,8 +193,10 @@ def test_help_exits_0(cli, command: Command) -> None:
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
 def test_unknown_flag_is_a_usage_error(cli, command: Command, tmp_path: Path) -> None:
     options, arguments = _fills(command, tmp_path)
-    outcome = cli(*command.path, "--no-such-flag", *options, *arguments)
+    as_json = ["--json"] if any(p.flag == "--json" for p in command.params) else []
+    outcome = cli(*command.path, *as_json, "--no-such-flag", *options, *arguments)
     assert_one_line_error(outcome, 2, "--no-such-flag", "--help")
+    assert outcome.stdout == "", "an error under --json leaves stdout empty"
 
 
 NUMERIC = [(c, p) for c in COMMANDS for p in c.params if not p.is_argument and p.scalar in (int, float)]
@@ -326,6 +328,8 @@ def test_bad_input_rows(cli, inputs, busy_socket, busy_port, tmp_path, argv, cod
     values = {**inputs, "tmp": tmp_path, "busy_socket": busy_socket, "busy_port": busy_port}
     outcome = cli(*_fill(argv, values))
     assert_one_line_error(outcome, code, *_fill(words, values))
+    if "--json" in argv:
+        assert outcome.stdout == "", "an error under --json leaves stdout empty"
 
 
 @pytest.mark.skipif(_has_gpu(), reason="a GPU is visible: --device cuda is valid here")

@@ -62,8 +62,8 @@ EXPECTED = {
     "dead_second_relu6": (model("return F.relu6(torch.abs(F.relu6(self.conv(x))))", init=CONV,
                                 extra="import torch.nn.functional as F\n\n\n"), Criterion.DEAD_OPERATOR),
     "in_place_input": (model("x.relu_()\n        return self.conv(x)", init=CONV), Criterion.INPUT_MUTATION),
-    "seeded_rng": (model("torch.manual_seed(0)\n        return self.conv(x) + torch.randn(16, 1, 1)", init=CONV),
-                   Criterion.RNG_IN_FORWARD),
+    "seeded_rng": (model("torch.manual_seed(0)\n        return self.conv(x) + torch.randn(16, 1, 1, device=x.device)",
+                         init=CONV), Criterion.RNG_IN_FORWARD),
     "seed_only": (model("torch.manual_seed(0)\n        return self.conv(x)", init=CONV), Criterion.RNG_IN_FORWARD),
     "dropout": (model("return torch.nn.functional.dropout(x, 0.5, training=True)"), Criterion.RNG_IN_FORWARD),
     "rand_like": (model("return x + torch.rand_like(x)"), Criterion.RNG_IN_FORWARD),
@@ -209,10 +209,16 @@ def test_ray_backend_on_a_local_cluster(tmp_path):
 
 @pytest.mark.gpu
 def test_filter_on_gpu(tmp_path):
+    chosen = ["const_zero", "scalar_near_constant", "param_small_spread", "dead_input", "dead_relu_after_sigmoid",
+              "in_place_input", "seeded_rng", "rand_like"]
     tasks = write_tasks(tmp_path / "t.jsonl", [make_task("good", GOOD["good_conv_relu"]),
-                                               make_task("zero", EXPECTED["const_zero"][0])])
-    report = filter_tasks(tasks, tmp_path / "out", FilterConfig(device="cuda", min_ms=0.0, workers=1), recheck=True)
-    assert report.kept == 1 and report.by_criterion == {"constant_output": 1}
+                                               make_task("good_two_inputs", GOOD["good_two_inputs"])]
+                        + [make_task(k, EXPECTED[k][0]) for k in chosen])
+    report = filter_tasks(tasks, tmp_path / "out", FilterConfig(device="cuda", min_ms=0.0, workers=2), recheck=True)
+    verdicts = {r.task_id: r for r in JsonlStore(tmp_path / "out" / "results.jsonl", FilterResult).load()}
+    for task_id in chosen:
+        assert verdicts[task_id].criterion is EXPECTED[task_id][1], verdicts[task_id]
+    assert report.kept == 2, verdicts
     assert report.recheck is not None and report.recheck.fraction == 1.0
 
 

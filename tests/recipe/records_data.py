@@ -11,6 +11,18 @@ from cuda_agent.tools import tool_schemas
 TOOLS = tool_schemas(["Bash", "Write", "Read"])
 
 
+def qwen3_style_template() -> str:
+    """offline_model.py's ChatML template, printing JSON-text arguments as they are (as Qwen3's does;
+    Qwen2.5's would quote them again)."""
+    from offline_model import CHAT_TEMPLATE
+
+    return CHAT_TEMPLATE.replace(
+        "{{- call.function.arguments | tojson }}",
+        "{%- if call.function.arguments is string %}{{- call.function.arguments }}"
+        "{%- else %}{{- call.function.arguments | tojson }}{%- endif %}",
+    )
+
+
 def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments)
     out = {"type": "function", "function": {"name": name, "arguments": text}}

@@ -7,25 +7,19 @@ with a Qwen3-style ChatML template that renders tools and prints JSON-text argum
 from __future__ import annotations
 
 import pytest
-from offline_model import CHAT_TEMPLATE, build_tokenizer
-from records_data import call, conversation, good_turns, record
+from offline_model import build_tokenizer
+from records_data import call, conversation, good_turns, qwen3_style_template, record
 
 from cuda_agent.recipe.records import write_parquet
 
 pytestmark = pytest.mark.verl
 
-# Qwen3's template prints string arguments as they are (Qwen2.5's would quote them again).
-QWEN3_STYLE = CHAT_TEMPLATE.replace(
-    "{{- call.function.arguments | tojson }}",
-    "{%- if call.function.arguments is string %}{{- call.function.arguments }}"
-    "{%- else %}{{- call.function.arguments | tojson }}{%- endif %}",
-)
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
     tok = build_tokenizer()
-    tok.chat_template = QWEN3_STYLE
+    tok.chat_template = qwen3_style_template()
     return tok
 
 

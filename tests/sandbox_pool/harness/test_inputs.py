@@ -32,7 +32,7 @@ def test_transforms_keep_the_support_and_leave_discrete_inputs_alone(distributio
     assert 0.0 <= float(unit.min()) and float(unit.max()) < 1.0
     assert float(sym.min()) >= float(native[2].min()) and float(sym.max()) <= float(native[2].max())
     assert float(nonneg.min()) >= 0.0
-    assert torch.equal(torch.sign(signed), torch.sign(native[1])) or distribution == "shifted"
+    assert torch.equal(torch.sign(signed), torch.sign(native[1])) or distribution == "affine"
     assert torch.equal(idx, native[4]) and torch.equal(mask, native[5]) and scalar == 3.5
     assert strided.stride() == native[6].stride()
     for t, n in zip(out[:4], native[:4]):
@@ -65,7 +65,6 @@ def test_influence_twin_exchanges_values_and_keeps_them() -> None:
         assert 0.3 < changed < 0.6
         assert torch.equal(torch.sort(b.reshape(-1)).values, torch.sort(t.reshape(-1)).values)
     assert torch.equal(base[4], twin[4]) and torch.equal(base[5], twin[5])
-    assert not same_digest(digest(base), digest(twin))  # the digest tells a twin from its draw
 
 
 def test_influence_mismatch_accepts_rounding_and_rejects_ignored_inputs() -> None:
@@ -81,3 +80,12 @@ def test_influence_mismatch_accepts_rounding_and_rejects_ignored_inputs() -> Non
     assert report is not None and "does not follow its inputs" in report and ratios[0] > 0.5
     constant = [torch.full((64,), 4096.0)], [torch.full((64,), 4096.0)]
     assert influence_mismatch(*constant, ref, ref_twin, 0.5)[0] is not None
+
+
+def test_influence_decides_nothing_where_the_reference_does_not_move() -> None:
+    # A sum over every element is unchanged by exchanges: a noisy honest order must not be flagged.
+    x = torch.rand(1 << 16)
+    twin = draw(lambda: [x.clone()], 0, "native", perturb_seed=8, perturb_fraction=0.5)[0]
+    ref, ref_twin = [x.double().sum().float().reshape(1)], [twin.double().sum().float().reshape(1)]
+    noisy = [ref[0] * (1 + 3e-6)], [ref_twin[0] * (1 - 3e-6)]
+    assert influence_mismatch(*noisy, ref, ref_twin, 0.5) == (None, [])

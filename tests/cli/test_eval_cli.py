@@ -1,0 +1,69 @@
+"""``cuda-agent eval`` through the real command: --json alone on stdout (receipt, whole failed-stage log),
+a problem file that prints, and the pool named by --pool / $CUDA_AGENT_POOL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox_pool.workspace import create_workspace
+
+REPO = Path(__file__).resolve().parents[2]
+SOLUTION = REPO / "examples" / "solutions" / "diag_matmul" / "cpu_fast"
+BROKEN = "\nint broken( { return 0 }\nvoid also_bad() { undefined_call(1, 2); }\n"
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "CUDA_AGENT_POOL"}
+    return subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**base, **(env or {})}, cwd=REPO)
+
+
+@pytest.fixture
+def broken_workspace(tmp_path: Path) -> Path:
+    """The example problem, printing at import, with a candidate whose kernel does not compile."""
+    problem = (REPO / "examples" / "problems" / "diag_matmul.py").read_text()
+    workspace = create_workspace('print("noise from model.py")\n' + problem, tmp_path / "ws", "cpu")
+    (workspace / "model_new.py").write_text((SOLUTION / "model_new.py").read_text())
+    kernel = (SOLUTION / "kernels" / "diag_matmul.cpp").read_text()
+    (workspace / "kernels" / "diag_matmul.cpp").write_text(kernel + BROKEN)
+    return workspace
+
+
+def test_json_is_alone_on_stdout_with_receipt_and_whole_log(broken_workspace: Path) -> None:
+    done = _cli("eval", str(broken_workspace), "--json", "--no-profile")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)  # one object, nothing else: the problem's print went to stderr
+    assert done.stdout.count("\n") == 1 and "noise from model.py" in done.stderr
+    assert result["status"] == "compile_error" and result["reward"] == -1
+    assert "expected primary-expression" in result["log"] and "undefined_call" in result["log"]  # both errors
+    assert result["receipt"]["toolchain"] and len(result["receipt"]["problem_sha256"]) == 64
+
+
+@pytest.mark.slow
+def test_eval_uses_the_pool_of_the_environment(broken_workspace: Path, tmp_path: Path) -> None:
+    socket = tmp_path / "pool.sock"
+    server = subprocess.Popen([sys.executable, "-m", "cuda_agent.cli.main", "pool", "serve", "--device", "cpu",
+                               "--socket", str(socket)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              cwd=REPO)
+    try:
+        assert server.stdout.readline().strip() == str(socket)
+        done = _cli("eval", str(broken_workspace), "--json", "--no-profile", env={"CUDA_AGENT_POOL": str(socket)})
+        assert done.returncode == 0 and json.loads(done.stdout)["status"] == "compile_error", done.stderr
+        assert "in the pool at" in done.stderr
+        status = json.loads(_cli("pool", "status", "--address", str(socket), "--json").stdout)
+        assert status["submitted"] == 1
+        busy = _cli("pool", "serve", "--device", "cpu", "--socket", str(socket))
+        assert busy.returncode == 2 and busy.stderr.count("\n") == 1 and "already serves" in busy.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    started = time.monotonic()
+    gone = _cli("eval", str(broken_workspace), "--pool", str(socket))
+    assert gone.returncode == 3 and "no pool answers" in gone.stderr and time.monotonic() - started < 120
