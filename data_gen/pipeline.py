@@ -104,6 +104,17 @@ def _candidates(config: PipelineConfig) -> Path:
     return path
 
 
+def _merge(first: ComposeReport, more: ComposeReport) -> ComposeReport:
+    """One compose report for the first round and a redraw round."""
+    reasons = dict(first.failed_by_reason)
+    for reason, count in more.failed_by_reason.items():
+        reasons[reason] = reasons.get(reason, 0) + count
+    return first.model_copy(update={
+        "requested": more.requested, "written": first.written + more.written,
+        "duplicates": first.duplicates + more.duplicates,
+        "failed_attempts": first.failed_attempts + more.failed_attempts, "failed_by_reason": reasons})
+
+
 def _dead(report: FilterReport) -> int:
     return sum(report.by_criterion.get(c.value, 0) for c in REDRAWN)
 
@@ -148,7 +159,8 @@ def run_pipeline(config: PipelineConfig, progress_for: Callable[[str], ProgressF
         if not dead or config.count + dead <= compose_report.existing + compose_report.written:
             break
         logger.info("re-drawing %d tasks with a dead operator or input (round %d)", dead, round_ + 1)
-        compose_report, filter_report = compose_and_filter(config.count + dead, progress_for(f"redraw {round_ + 1}"))
+        more, filter_report = compose_and_filter(config.count + dead, progress_for(f"redraw {round_ + 1}"))
+        compose_report = _merge(compose_report, more)
     if config.recheck:
         filter_report = filter_tasks(_candidates(config), out / "filter", filter_config, backend=config.backend,
                                      recheck=True, recheck_progress=progress_for("recheck"))

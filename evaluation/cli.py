@@ -52,6 +52,8 @@ def run(
     sandbox: str = typer.Option("local", "--sandbox", help="local | docker terminal sandbox."),
     workspace_root: Optional[Path] = typer.Option(None, "--workspace-root", help="Where workspaces are created."),
     precision_policy: Optional[str] = typer.Option(None, "--precision-policy", help="paper | matched | strict."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Evaluation pool address (default $CUDA_AGENT_POOL, else an embedded pool on the visible devices)."),
+    eval_timeout: float = typer.Option(1800.0, "--eval-timeout", min=1.0, help="Seconds per final evaluation, queueing included (then infra_error)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as one JSON object on stdout."),
 ) -> None:
     """Run the training agent on tasks against an OpenAI-compatible endpoint; write results and trajectories.
@@ -81,7 +83,7 @@ def run(
     from cuda_agent.reward_fns.options import RewardOptions
 
     tasks = load_tasks(dataset, problems, kernelbench, level, device, tasks_re, limit)
-    reward = RewardOptions(precision_policy=precision_policy) if precision_policy else RewardOptions()
+    reward = RewardOptions(precision_policy=precision_policy, eval_timeout_s=eval_timeout, pool_address=pool)
     config = RunConfig(
         mode="solutions" if solutions is not None else mode, samples=samples, concurrency=concurrency, results=out,
         records=None if no_records or solutions is not None else (records or out.with_name(out.stem + ".trajectories")),

@@ -14,26 +14,43 @@ import asyncio
 import logging
 from typing import Any
 
-from cuda_agent.errors import InfraError, PoolError
+from cuda_agent.errors import ConfigError, InfraError, PoolError
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalResult, EvalStatus
 
 logger = logging.getLogger(__name__)
 
 
-async def evaluate(job: EvalJob, *, pool_address: str | None, timeout_s: float) -> EvalResult:
-    """Evaluate one job in the pool at ``pool_address`` (an embedded pool if None)."""
+async def evaluate(
+    job: EvalJob, *, pool_address: str | None, timeout_s: float, embedded_devices: list[int] | None = None
+) -> EvalResult:
+    """Evaluate one job in the pool at ``pool_address`` (an embedded pool if None, on
+    ``embedded_devices`` for cuda: None = every visible GPU)."""
     try:
         if pool_address:
             from cuda_agent.sandbox_pool.pool import connect_pool
 
             async with connect_pool(pool_address) as pool:
                 return await pool.evaluate(job, timeout_s=timeout_s)
-        pool = await _EMBEDDED.get(job.device)
+        pool = await _EMBEDDED.get(job.device, embedded_devices)
         async with asyncio.timeout(timeout_s):
             return await pool.evaluate(job, timeout_s=timeout_s)
     except (InfraError, PoolError, TimeoutError) as exc:
         logger.warning("evaluation of task %s failed in the infrastructure: %r", job.task_id, exc)
         return infra_failure_result(job, exc)
+
+
+def check_gpu_placement(device: str, options: Any) -> None:
+    """Refuse to time rewards on the training GPUs: on cuda, without a served pool
+    (``options.resolved_pool_address()``), the GPUs of an embedded pool must be named
+    (``options.embedded_devices``). ``options`` is a ``RewardOptions``."""
+    if not device.startswith("cuda") or options.resolved_pool_address() or options.embedded_devices:
+        return
+    raise ConfigError(
+        "no evaluation pool is served and rewards are timed on cuda: an embedded pool would take the GPUs veRL "
+        "trains on. Run `cuda-agent pool serve` on dedicated GPUs and set CUDA_AGENT_POOL (or "
+        "reward.custom_reward_function.reward_kwargs.pool_address), or name the evaluation GPUs with "
+        "+reward.custom_reward_function.reward_kwargs.embedded_devices=[N,...]"
+    )
 
 
 def infra_failure_result(job: EvalJob, exc: BaseException) -> EvalResult:
@@ -55,16 +72,16 @@ class _EmbeddedPools:
     """
 
     def __init__(self) -> None:
-        self._pools: dict[tuple[int, str], tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._pools: dict[tuple[int, str, tuple[int, ...]], tuple[asyncio.AbstractEventLoop, Any]] = {}
 
-    async def get(self, device: str) -> Any:
+    async def get(self, device: str, devices: list[int] | None = None) -> Any:
         loop = asyncio.get_running_loop()
         self._pools = {key: value for key, value in self._pools.items() if not value[0].is_closed()}
-        key = (id(loop), device)
+        key = (id(loop), device, tuple(devices or ()))
         if key not in self._pools:
             from cuda_agent.sandbox_pool.pool import LocalPoolConfig, connect_pool
 
-            pool = connect_pool(None, config=LocalPoolConfig(device=device))
+            pool = connect_pool(None, config=LocalPoolConfig(device=device, devices=devices))
             await pool.__aenter__()
             if key in self._pools:  # another task started one meanwhile
                 await pool.__aexit__(None, None, None)

@@ -49,6 +49,10 @@ class RewardOptions(BaseModel):
     pool_address: str | None = Field(
         None, description="Evaluation pool address; None = $CUDA_AGENT_POOL, and without it an embedded pool."
     )
+    embedded_devices: list[int] | None = Field(
+        None, description="GPUs an embedded pool may own when no pool is served (cuda). The agentic loop refuses "
+        "to start an embedded pool on cuda without them: it would time rewards on the GPUs veRL trains on.",
+    )
     eval_timeout_s: float = Field(1800.0, gt=0, description="Limit of one evaluation, queueing included.")
     correctness_trials: int | None = Field(None, ge=1, description="Overrides EvalOptions.correctness_trials.")
     workspace_snapshot: str | None = Field(

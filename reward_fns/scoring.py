@@ -113,7 +113,12 @@ async def evaluate_files(files: dict[str, str], task: TaskSpec, options: RewardO
         result = no_answer_result(task, f"no {MODEL_NEW} in the candidate's files")
     else:
         job = build_job(files, task, options)
-        result = await evaluate(job, pool_address=options.resolved_pool_address(), timeout_s=options.eval_timeout_s)
+        result = await evaluate(
+            job,
+            pool_address=options.resolved_pool_address(),
+            timeout_s=options.eval_timeout_s,
+            embedded_devices=options.embedded_devices,
+        )
     if result.wall_s is None:
         result = result.model_copy(update={"wall_s": time.monotonic() - started})
     return result

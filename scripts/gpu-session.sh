@@ -3,6 +3,8 @@
 #   tests   GPU-marked tests (issue 2 harness, issue 12 approximation twins, issue 3 faults, issue 15 reward service: skipped
 #           without fastapi/uvicorn/httpx on the node)                              -> gpu-tests.log
 #   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
+#   verifycost  issue 12: verify-stage seconds with the approximation defence (6 draws + 1 influence twin)
+#           against the previous 5 draws, two test problems, 5 repeats; ~1 min on GPU 0 -> verify_trials_cuda.json
 #   data    data pipeline (issue 17): crawl, compose DATA_COUNT (200) tasks, filter them with the paper's
 #           [1, 100] ms window and inductor, export, dataset report; on the last GPU, in parallel with
 #           tests+bench when there are two GPUs; ~4 min on one H200 (300: ~5.5 min). DATA_RECHECK=1 adds a second
@@ -15,7 +17,7 @@
 #   pool2in control: two GPUs with both workers in one process                        -> pool_2gpu_in_process.json/.log
 #   poolsweep issue 12: one GPU, pipelined worker (default depth), 1/4/16/32 submitters; then one at a
 #           time (--pipeline-depth 1, 16 submitters); then every job compiling (16 submitters).
-#           NVML GPU utilisation per point. ~3.5 min, bounded by POOLSWEEP_TIMEOUT (240 s)
+#           NVML GPU utilisation per point. <= 4 min (timeouts 140 + 50 + 45 s; each JSON written per point)
 #                                                                   -> pool_sweep.json, pool_depth1.json, pool_fresh.json, pool_sweep.log
 #   poolsweep2 issue 16: the same sweep on two GPUs (a worker process per GPU); needs 2 GPUs -> pool_sweep_2gpu.json
 #   agentpath  the agent's per-call path (issue 12): skill scripts through a served pool, `cuda-agent eval`
@@ -26,8 +28,13 @@
 #           hand-written kernels (benchmarks/runner/kb_solutions), the whole loop real, + the HTML report; then
 #           eager/torch.compile baselines of as many level 1-3 problems as fit in KB_BUDGET (110) s, ranked
 #           against KernelBench's published H100 timings; needs .kernelbench/ carried; <= ~5 min on GPU 0
-#                                      -> kb/ (kb_run.jsonl, kb_phase.json, kb_report/), kb_baselines.jsonl,
-#                                         kb_baseline_ranking.md, kernelbench.log
+#                                      -> kb.tgz (kb/kb_run.jsonl, kb_phase.json, kb_report/ with report.html,
+#                                         trajectories; kb_baselines.jsonl), kb_baseline_ranking.md, kernelbench.log
+#   train  issue 13: one RFT step (torchrun -m verl.trainer.sft_trainer with cuda_agent_rft_sft.yaml, 1 GPU) and a
+#           3-step value pre-training run (cuda-agent value pretrain), on a SmolLM2-135M-shaped Llama built from its
+#           config (random weights) and the offline tokenizer; veRL and its small deps from .whl-train/ (carry it),
+#           Ray replaced by a test-only import shim (benchmarks/training/shims); GPU 0, bounded to 180 s
+#                                                                           -> train.log, train_summary.json
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
@@ -69,15 +76,14 @@ agentpath_phase() {  # issue 12: per-step table, ours vs official-style, on GPU 
 }
 pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one shared cache (baselines measured once)
   local devices=$1 sfx=$2 cache=/tmp/poolsweep_cache$2 log="$OUT/pool_sweep$2.log"; local n; n=$(( $(tr -cd , <<<"$devices" | wc -c) + 1 ))
+  local bench="python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache"
   stamp "pool_sweep$sfx: GPUs $devices"
-  timeout "${POOLSWEEP_TIMEOUT:-240}" bash -c "
-    python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache --submitters 1,4,16,32 \
-      --jobs $((6 * n)),$((24 * n)),$((48 * n)),$((64 * n)) --out $OUT/pool_sweep$sfx.json
-    python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache --pipeline-depth 1 \
-      --submitters 16 --jobs $((24 * n)) --out $OUT/pool_depth1$sfx.json
-    python3 -P benchmarks/pool/bench_pool.py --device cuda --devices $devices --cache $cache --fresh-kernels \
-      --submitters 16 --jobs $((32 * n)) --out $OUT/pool_fresh$sfx.json" >"$log" 2>&1
-  echo "rc=$?" >>"$log"; stamp "pool_sweep$sfx done"; grep -E '^\[bench_pool\]|^rc=' "$log"
+  timeout 140 $bench --submitters 1,4,16,32 --jobs $((4 * n)),$((16 * n)),$((32 * n)),$((32 * n)) \
+    --out "$OUT/pool_sweep$sfx.json" >"$log" 2>&1; echo "sweep rc=$?" >>"$log"
+  timeout 50 $bench --pipeline-depth 1 --submitters 16 --jobs $((12 * n)) --out "$OUT/pool_depth1$sfx.json" >>"$log" 2>&1
+  echo "depth1 rc=$?" >>"$log"
+  timeout 45 $bench --fresh-kernels --submitters 16 --jobs $((16 * n)) --out "$OUT/pool_fresh$sfx.json" >>"$log" 2>&1
+  echo "fresh rc=$?" >>"$log"; stamp "pool_sweep$sfx done"; grep -E '^\[bench_pool\]|rc=' "$log"
 }
 if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
 
@@ -92,6 +98,12 @@ if has bench; then
   stamp "bench"
   CUDA_VISIBLE_DEVICES=0 python3 -P benchmarks/harness/bench_eval.py --device cuda --repeats "${BENCH_REPEATS:-3}" \
     --out "$OUT/bench_eval.json" >"$OUT/bench.log" 2>&1; tail -8 "$OUT/bench.log"
+fi
+if has verifycost; then  # issue 12: verify time, 6 draws + 1 influence twin vs the old 5 draws, on GPU 0
+  stamp "verifycost"
+  CUDA_VISIBLE_DEVICES=0 timeout "${VERIFYCOST_TIMEOUT:-240}" python3 -P benchmarks/harness/bench_verify_trials.py \
+    --device cuda --repeats 5 --out "$OUT/verify_trials_cuda.json" >"$OUT/verifycost.log" 2>&1
+  echo "rc=$?" >>"$OUT/verifycost.log"; tail -12 "$OUT/verifycost.log"; stamp "verifycost done"
 fi
 if has data; then
   if [ -n "${data_pid:-}" ]; then wait "$data_pid"; else data_phase; fi
@@ -109,8 +121,25 @@ kernelbench_phase() {  # issue 14: runner loop on KernelBench + baseline ranking
   echo "baselines rc=$? wall_s=$(( $(date +%s) - b0 ))" | tee -a "$OUT/kernelbench.log"
   python3 -P benchmarks/runner/compare_baselines.py "$OUT/kb_baselines.jsonl" .kernelbench/results/timing/H100_Modal \
     --out "$OUT/kb_baseline_ranking.md" >>"$OUT/kernelbench.log" 2>&1
+  tar -C "$OUT" -czf "$OUT/kb.tgz" kb kb_baselines.jsonl 2>/dev/null && rm -rf "$OUT/kb" "$OUT/kb_baselines.jsonl"
   stamp "kernelbench: done"; tail -20 "$OUT/kernelbench.log"
 }
+train_phase() {  # issue 13: one sft_trainer step + value pre-training on GPU 0 (<= 180 s)
+  stamp "train"
+  local site=/tmp/cuda_agent_train_site
+  rm -rf "$site" /tmp/train_smoke
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl-train/*.whl >"$OUT/train.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 PYTHONPATH="/tmp/cuda_agent_ns:$site:$(pwd)/benchmarks/training/shims:$SITE" \
+    timeout "${TRAIN_TIMEOUT:-180}" python3 -P benchmarks/training/train_smoke.py --out /tmp/train_smoke \
+    --device cuda --timeout 90 >>"$OUT/train.log" 2>&1
+  echo "rc=$?" >>"$OUT/train.log"
+  for f in sft value rft_filter; do
+    [ -f "/tmp/train_smoke/$f.log" ] && { echo "===== $f.log (last 80 lines)"; tail -80 "/tmp/train_smoke/$f.log"; } >>"$OUT/train.log"
+  done
+  cp /tmp/train_smoke/summary.json "$OUT/train_summary.json" 2>/dev/null
+  stamp "train done"; grep -E '"rc"|"wall_s"|^rc=' "$OUT/train.log" | head -12
+}
+if has train; then train_phase; fi
 if has agentpath; then agentpath_phase; fi
 if has kernelbench; then kernelbench_phase; fi
 if has pool1; then pool_phase 1 ""; fi

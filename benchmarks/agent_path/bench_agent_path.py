@@ -52,11 +52,19 @@ TARGETS = {"static reject": "< 1 s", "unchanged re-eval": "<= 2 s", "cold eval":
            "verify": "pool work + 1 s", "profile": "pool work + 1 s"}
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 900) -> dict:
+STEP_TIMEOUT_S = 600.0
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
     """Run `argv`; wall seconds, CPU seconds of its process tree, exit code, output tail."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:  # recorded as a row, the run goes on
+        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return {"wall_s": round(time.monotonic() - t0, 2), "cpu_s": 0.0, "rc": "timeout",
+                "tail": f"no answer within {STEP_TIMEOUT_S:.0f} s\n" + out[-400:]}
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -174,7 +182,7 @@ def run_official(ws: Path, bad: Path, device: str, env: dict[str, str], rows: di
 
 def _sum(parts: list[dict], note: str) -> dict:
     return {"wall_s": round(sum(p["wall_s"] for p in parts), 2), "cpu_s": round(sum(p["cpu_s"] for p in parts), 2),
-            "rc": max(p["rc"] for p in parts), "tail": parts[-1]["tail"], "note": note}
+            "rc": next((p["rc"] for p in parts if p["rc"] != 0), 0), "tail": parts[-1]["tail"], "note": note}
 
 
 def markdown(report: dict) -> str:
@@ -202,7 +210,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True, help="Folder for results.json and results.md.")
     parser.add_argument("--cases", default=None, help="Comma-separated case names (default: all of the device).")
     parser.add_argument("--skip-official", action="store_true", help="Only our path.")
+    parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT_S, help="Limit of one step, seconds.")
     args = parser.parse_args()
+    globals()["STEP_TIMEOUT_S"] = args.step_timeout
     cases = [c for c in CASES[args.device] if args.cases is None or c[0] in args.cases.split(",")]
     work = Path(tempfile.mkdtemp(prefix="agent_path_"))
     env = {**os.environ, "CUDA_AGENT_CACHE": str(work / "cache"), "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}

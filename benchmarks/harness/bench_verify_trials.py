@@ -34,6 +34,18 @@ CASES = {
         "        self.gain = nn.Parameter(torch.ones(cols))\n        self.bias = nn.Parameter(torch.zeros(1))\n\n"
         "    def forward(self, x):\n        return cuda_extension.wsum_tree(x, self.gain, self.bias)\n"),
 }
+CUDA_WSUM = HEADER + ("class ModelNew(nn.Module):\n    def __init__(self, cols):\n        super().__init__()\n"
+                      "        self.gain = nn.Parameter(torch.ones(cols))\n        self.bias = nn.Parameter(torch.zeros(1))\n\n"
+                      "    def forward(self, x):\n        return cuda_extension.wsum(x, self.gain, self.bias, 1)\n")
+CUDA_CASES = {  # name -> (problem, candidate files)
+    "diag_matmul 4096x8192": ((ROOT / "examples/problems/diag_matmul_cuda.py").read_text(),
+                              {"model_new.py": (ROOT / "examples/solutions/diag_matmul/cuda_fast/model_new.py").read_text(),
+                               **{f"kernels/{f.name}": f.read_text() for f in
+                                  (ROOT / "examples/solutions/diag_matmul/cuda_fast/kernels").iterdir()}}),
+    "row sums 64x65536": ((CANDIDATES / "problem_row_sums.py").read_text(),
+                          {"model_new.py": CUDA_WSUM, "kernels/row_sums.cu": (CANDIDATES / "cuda/row_sums.cu").read_text(),
+                           "kernels/row_sums_binding.cpp": (CANDIDATES / "cuda/row_sums_binding.cpp").read_text()}),
+}
 PLANS = {"before (5 draws)": {"correctness_trials": 5, "influence_checks": 0},
          "now (6 draws + 1 twin)": {}}
 
@@ -41,11 +53,13 @@ PLANS = {"before (5 draws)": {"correctness_trials": 5, "influence_checks": 0},
 async def main(args: argparse.Namespace) -> dict:
     table: dict[str, dict[str, float]] = {}
     async with Evaluator(EvaluatorConfig(device=args.device)) as ev:
-        for case, (problem, kernels, model_new) in CASES.items():
+        cases = ({name: (problem, {"model_new.py": model_new, "kernels/k.cpp": kernels})
+                  for name, (problem, kernels, model_new) in CASES.items()} if args.device == "cpu" else CUDA_CASES)
+        for case, (problem, files) in cases.items():
             times: dict[str, list[float]] = {plan: [] for plan in PLANS}
             for rep in range(args.repeats + 1):
                 for plan, extra in PLANS.items():
-                    job = EvalJob(problem_src=problem, files={"model_new.py": model_new, "kernels/k.cpp": kernels},
+                    job = EvalJob(problem_src=problem, files=files,
                                   device=args.device, options=EvalOptions(profile=False, seed=100 + rep, **extra))
                     result = await ev.evaluate(job)
                     assert result.correct, (case, plan, result.error)

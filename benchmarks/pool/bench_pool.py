@@ -248,6 +248,9 @@ async def run(args: argparse.Namespace) -> dict:
         for n, count in zip(submitters, jobs):
             point = await measure_point(args, pool, n, count, nvml, f"s{n}")
             points.append(point)
+            if args.out:  # a point at a time: a run stopped by its time limit keeps what it measured
+                Path(args.out).write_text(json.dumps({"partial": True, "warmup_s": round(warmup_s, 2),
+                                                      "points": points}, indent=2) + "\n")
             print(f"[bench_pool] {n:>3} submitters: {point['evaluations_per_min']:7.1f} evaluations/min, "
                   f"busy {point['busy_fraction']}, GPU {point['nvml']['gpu_util']}, alone {point['alone_fraction']}, "
                   f"latency p50 {point['latency_s']['p50']} s, {point['statuses']}", file=sys.stderr, flush=True)

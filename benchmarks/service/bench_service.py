@@ -13,7 +13,8 @@ X-Request-ID; a 503 is retried after its Retry-After with the same id.
 Checks (exit 1 if any fails): every logical request got exactly one final answer, carrying its
 id; each answer has the status its kind expects (honest 200, malformed its 4xx); a reward answer
 has one reward per query; the server counted exactly the HTTP requests the clients sent (none lost,
-none answered twice). Reports p50 / p99 of the latency, of the evaluator's own time (the results'
+none answered twice; /metrics and /health are left out of that count, so the server may be
+watched during the run). Reports p50 / p99 of the latency, of the evaluator's own time (the results'
 ``wall_s``) and of their difference (queueing, HTTP, parsing), per kind.
 """
 
@@ -119,9 +120,9 @@ class Record:
 
 
 async def client_loop(index: int, url: str, deadline: float, seed: int, max_body_bytes: int,
-                      records: list[Record]) -> None:
+                      records: list[Record], kinds: list[str]) -> None:
     rng = random.Random(seed * 1000 + index)
-    names, weights = list(KINDS), [w for w, _ in KINDS.values()]
+    names, weights = kinds, [KINDS[k][0] for k in kinds]
     limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(1800, connect=30), limits=limits) as http:
         number = 0
@@ -199,7 +200,7 @@ def pct(values: list[float], q: float) -> float | None:
 
 def summarise(records: list[Record], wall_s: float, server: dict[str, Any]) -> dict[str, Any]:
     by_kind: dict[str, Any] = {}
-    for kind in KINDS:
+    for kind in sorted({r.kind for r in records}, key=list(KINDS).index):
         rows = [r for r in records if r.kind == kind and r.final_status is not None]
         latency = [r.latency_s for r in rows if r.latency_s is not None]
         entry: dict[str, Any] = {"requests": len(rows), "retried_503": sum(r.answers_503 for r in rows),
@@ -217,10 +218,10 @@ def summarise(records: list[Record], wall_s: float, server: dict[str, Any]) -> d
     problems = [f"{r.id} ({r.kind}): {p}" for r in records for p in r.problems]
     problems += [f"{r.id} ({r.kind}): no final answer" for r in records if r.final_status is None and not r.problems]
     problems += [f"id {i} used {n} times" for i, n in ids.items() if n > 1]
-    if server.get("requests_total") != attempts:
-        problems.append(f"server counted {server.get('requests_total')} requests, clients sent {attempts}")
+    if server.get("client_requests") != attempts:
+        problems.append(f"server counted {server.get('client_requests')} requests, clients sent {attempts}")
     return {
-        "logical_requests": len(records), "http_requests": attempts, "server_counted": server.get("requests_total"),
+        "logical_requests": len(records), "http_requests": attempts, "server_counted": server.get("client_requests"),
         "answered_once": sum(r.final_status is not None for r in records),
         "honest": sum(r.kind in HONEST for r in records), "malformed": sum(r.kind not in HONEST for r in records),
         "answers_503": sum(r.answers_503 for r in records), "wall_s": round(wall_s, 1),
@@ -245,20 +246,24 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
 
 
 async def run(args: argparse.Namespace, url: str) -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=url, timeout=600) as http:  # warm: compile cache, baselines
+    warm_requests = 0
+    async with httpx.AsyncClient(base_url=url, timeout=args.warm_timeout) as http:  # compile cache, baselines
         for kind in ("evaluate_verify", "reward_kernel"):
-            method, path, body, headers = request_of(kind, args.max_body_bytes)
-            (await http.request(method, path, content=body, headers=headers)).raise_for_status()
-        warm_requests = 2
+            if kind in args.kinds:
+                method, path, body, headers = request_of(kind, args.max_body_bytes)
+                warm_requests += 1
+                (await http.request(method, path, content=body, headers=headers)).raise_for_status()
     records: list[Record] = []
     started = time.monotonic()
     deadline = started + args.duration
-    await asyncio.gather(*(client_loop(i, url, deadline, args.seed, args.max_body_bytes, records)
+    await asyncio.gather(*(client_loop(i, url, deadline, args.seed, args.max_body_bytes, records, args.kinds)
                            for i in range(args.clients)))
     wall = time.monotonic() - started
     async with httpx.AsyncClient(base_url=url, timeout=60) as http:
         server = (await http.get("/metrics?format=json", headers={"Authorization": f"Bearer {TOKEN}"})).json()
-    server["requests_total"] -= warm_requests
+    # what the clients can have sent: every route but the monitoring ones (polled by hand, or by this script)
+    server["client_requests"] = sum(r["count"] for r in server["requests"]
+                                    if r["route"] not in ("/metrics", "/health")) - warm_requests
     return summarise(records, wall, server)
 
 
@@ -271,9 +276,14 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=16)
     parser.add_argument("--max-body-bytes", type=int, default=2**20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kinds", type=lambda v: v.split(","), default=list(KINDS),
+                        help=f"comma-separated request kinds (default all: {','.join(KINDS)})")
+    parser.add_argument("--warm-timeout", type=float, default=900.0, help="limit of each warm-up request, s")
     parser.add_argument("--server-log", default="/tmp/bench_service_server.log")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if unknown := set(args.kinds) - set(KINDS):
+        parser.error(f"unknown kinds {sorted(unknown)}; choose from {','.join(KINDS)}")
     process = None
     url = args.url
     if url is None:

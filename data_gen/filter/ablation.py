@@ -55,11 +55,16 @@ def _replacements(node: ast.AST) -> list[ast.expr]:
             return [receiver]
         positional = [a for a in node.args if not isinstance(a, ast.Starred)]
         return positional[:1]
-    if isinstance(node, ast.BinOp):
+    if isinstance(node, ast.BinOp) and not (_literal(node.left) and _literal(node.right)):
         return [node.left, node.right]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert)):
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Invert)) and not _literal(node.operand):
         return [node.operand]
     return []
+
+
+def _literal(node: ast.expr) -> bool:
+    """A number written in the source (``-1`` in ``dim=-1`` is a constant, not an operation)."""
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp) and _literal(node.operand))
 
 
 def _is_namespace(node: ast.expr) -> bool:

@@ -33,10 +33,12 @@ from cuda_agent.recipe.loop_config import LoopLimits, loop_config_from_kwargs, r
 from cuda_agent.recipe.metrics import TrajectoryMetrics
 from cuda_agent.recipe.outputs import build_output
 from cuda_agent.recipe.prompt import build_messages, load_skill
+from cuda_agent.recipe.prompt_fit import initial_prompt_ids
 from cuda_agent.recipe.records import RecordWriter, build_record
 from cuda_agent.recipe.tool_calls import ToolCallExtractor
 from cuda_agent.recipe.trajectory import TokenTrajectory, response_limit
 from cuda_agent.recipe.turns import Episode, GeneratedTurn, assistant_message, evaluate_workspace, infra_verdict
+from cuda_agent.reward_fns.evaluation import check_gpu_placement
 from cuda_agent.reward_fns.options import RewardOptions, TaskSpec
 
 logger = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class CudaAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
         task = TaskSpec.from_extra_info(extra_info, self.reward_options)
+        check_gpu_placement(task.device, self.reward_options)  # never time rewards on veRL's GPUs
         limits = self._limits(extra_info)
         schemas = tool_schemas()
         messages = build_messages(kwargs["raw_prompt"], _skill_text(self.options.skill_path), task)
@@ -146,7 +149,7 @@ class TokenPolicy:
 
     async def start(self, messages: list[dict[str, Any]], max_total_tokens: int) -> TokenTrajectory:
         """Tokenize the initial conversation and set the response budget."""
-        prompt_ids = await self.loop.ct_build_initial_tokens(messages, tools=self.schemas)
+        prompt_ids = await initial_prompt_ids(self.loop, messages, tools=self.schemas)  # never silently cut
         limit = response_limit(len(prompt_ids), self.loop.rollout_config.response_length, max_total_tokens)
         if limit < 1:
             raise ConfigError(

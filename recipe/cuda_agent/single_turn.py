@@ -22,6 +22,7 @@ from cuda_agent.errors import ConfigError
 from cuda_agent.recipe.loop_config import reward_kwargs_of
 from cuda_agent.recipe.metrics import StopReason, TrajectoryMetrics
 from cuda_agent.recipe.outputs import build_output
+from cuda_agent.recipe.prompt_fit import initial_prompt_ids
 from cuda_agent.recipe.trajectory import TokenTrajectory
 
 AGENT_NAME = "cuda_agent_single_turn"
@@ -80,7 +81,7 @@ class CudaAgentSingleTurnLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         metrics = TrajectoryMetrics()
-        prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
+        prompt_ids = await initial_prompt_ids(self, list(kwargs["raw_prompt"]))  # never silently cut
         trajectory = TokenTrajectory(prompt_ids=prompt_ids, response_limit=self.rollout_config.response_length)
         params = {**sampling_params, "max_tokens": trajectory.remaining}
         with metrics.timer("generation_s"):

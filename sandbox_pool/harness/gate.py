@@ -177,6 +177,8 @@ class Lease:
         """Exclusive, with no other evaluation child alive on the device. The other live children are
         preempted (their evaluations start again later), except the one in its timed window, which ends first."""
         gate = self.gate
+        if self.solo:  # already (a solo attempt that goes on to measure baselines)
+            return
         await self.release()
         t0 = time.monotonic()
         gate._solo_waiting += 1
@@ -196,7 +198,7 @@ class Lease:
         except BaseException:
             if gate._solo is self:
                 gate._solo = None
-            await self.release()
+            await self.release(force=True)
             raise
         finally:
             gate._solo_waiting -= 1
@@ -218,9 +220,10 @@ class Lease:
                 holder.preempt = True  # it held the device too long: its next attempt runs solo
                 self.gate.stats.preemptions += 1
 
-    async def release(self) -> None:
+    async def release(self, force: bool = False) -> None:
+        """Give the device back; a solo lease keeps it until `close` (or `force`)."""
         gate = self.gate
-        if self.mode is None:
+        if self.mode is None or (self.solo and not force):
             return
         if self.mode == "exclusive":
             gate._exclusive = None
@@ -237,7 +240,7 @@ class Lease:
     async def close(self) -> None:
         """Release everything (end of an attempt)."""
         gate = self.gate
-        await self.release()
+        await self.release(force=True)
         if gate._solo is self:
             gate._solo = None
         self.solo = False

@@ -12,7 +12,7 @@ element's sign and its zeros):
 - ``ramp``: position-dependent ramps, a linear factor 0.05..1 (either direction) along every
   axis;
 - ``row_col``: per-row and per-column scales, a factor 10^U(-1, 1) per index along every axis;
-- ``heavy_tailed``: a Cauchy-like factor |N1/N2| (capped at 100) per element;
+- ``heavy_tailed``: a Pareto(1.5) factor 0.1 * U^(-2/3) (capped at 10) per element;
 - ``affine``: the whole draw scaled by 2..4 and shifted by 0.5..1.5 (in [-1, 1]: a signed power
   2..4, halved and shifted by 0.25), so its mean and spread are not the native ones.
 
@@ -76,6 +76,9 @@ def _is_continuous(value: Any) -> bool:
     """A floating tensor of several elements that is not integer-valued (labels, 0/1 masks)."""
     if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1):
         return False
+    head = value.reshape(-1)[:4096]  # almost always decides without a pass over the whole tensor
+    if not bool(torch.equal(head, torch.round(head))):
+        return True
     return not bool(torch.equal(value, torch.round(value)))
 
 
@@ -99,7 +102,8 @@ def _axis_factor(shape: torch.Size, device: torch.device, make: Callable[[int, i
 
 
 def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: int) -> torch.Tensor:
-    lo, hi = float(t.min()), float(t.max())
+    lo_t, hi_t = torch.aminmax(t)
+    lo, hi = float(lo_t), float(hi_t)
     nonneg = lo >= 0.0
     base = t.to(torch.float32)
     dev = _device_gen(base, seed)
@@ -109,10 +113,12 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: i
         mask = torch.rand(shape, generator=dev, device=device) < density
         mask.view(-1)[int(torch.randint(0, base.numel(), (1,), generator=gen))] = True  # at least one
         top = max(abs(lo), abs(hi)) or 1.0
-        spike = top * torch.pow(10.0, torch.rand(shape, generator=dev, device=device) * 2 - 1)
+        picked = base[mask]
+        spike = top * torch.pow(10.0, torch.rand(picked.shape, generator=dev, device=device) * 2 - 1)
         if not nonneg:  # the element's own sign
-            spike = torch.where(base < 0, -spike, spike)
-        out = torch.where(mask, spike, base * 1e-3)
+            spike = torch.where(picked < 0, -spike, spike)
+        out = base * 1e-3
+        out[mask] = spike
     elif distribution == "ramp":
         def ramp(axis: int, size: int) -> torch.Tensor:
             ends = (0.05, 1.0) if _uniform(gen, 0.0, 1.0) < 0.5 else (1.0, 0.05)
@@ -122,8 +128,9 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: i
         out = base * _axis_factor(shape, device, lambda axis, size: torch.pow(
             10.0, torch.rand(size, generator=dev, device=device) * 2 - 1))
     elif distribution == "heavy_tailed":
-        ratio = torch.randn(shape, generator=dev, device=device) / torch.randn(shape, generator=dev, device=device)
-        out = base * ratio.abs().nan_to_num(100.0).clamp(max=100.0)
+        # a Pareto(1.5) factor, 0.1 .. 10 (capped): most elements shrink, a few grow by orders of magnitude
+        factor = torch.rand(shape, generator=dev, device=device).clamp(min=1e-6).pow_(-1.0 / 1.5).mul_(0.1)
+        out = base * factor.clamp_(max=10.0)
     elif distribution == "affine":
         factor, shift = _uniform(gen, 2.0, 4.0), _uniform(gen, 0.5, 1.5)
         if -1.0 <= lo and hi <= 1.0:  # a signed power keeps [0, 1] and [-1, 1]; then halved and shifted

@@ -182,6 +182,11 @@ class ChildProcess:
         ready = loop.create_future()
         fd = self._conn.fileno()
         loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        # Stamps are read as they arrive: the child must never block on a full stamps socket
+        # (a unix SEQPACKET queue holds net.unix.max_dgram_qlen messages, 10 by default).
+        clock_fd = self.clock.sock.fileno()
+        if clock_fd >= 0:
+            loop.add_reader(clock_fd, self.clock.drain)
         try:
             async with asyncio.timeout(timeout):
                 await ready
@@ -190,6 +195,8 @@ class ChildProcess:
             return False
         finally:
             loop.remove_reader(fd)
+            if clock_fd >= 0:
+                loop.remove_reader(clock_fd)
 
     def kill(self) -> None:
         """Kill the child and everything in its session."""

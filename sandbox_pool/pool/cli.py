@@ -36,6 +36,9 @@ def serve(
     max_pending: int = typer.Option(256, "--max-pending", help="Back-pressure: jobs admitted and not finished."),
     job_timeout: float = typer.Option(1800.0, "--job-timeout", help="Default deadline of a job, seconds."),
     recycle_after: int = typer.Option(200, "--recycle-after", help="Replace a worker's evaluator after N jobs."),
+    pipeline_depth: int | None = typer.Option(
+        None, "--pipeline-depth", help="Evaluations in flight per device (only timed calls have it alone); "
+        "default 4 on cuda, 1 on cpu."),
     ray_name: str = typer.Option("cuda_agent_pool", "--ray-name", help="Name of the dispatcher actor (ray)."),
     ray_workers: int = typer.Option(1, "--ray-workers", help="Evaluation actors, one per GPU (ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="ray.init address (ray); default: auto/local."),
@@ -44,7 +47,7 @@ def serve(
     """Start a pool, print its address(es) on stdout, serve until SIGINT / SIGTERM."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     config = _config(backend, device, devices, cpu_workers, worker_processes, compile_workers, max_pending,
-                     job_timeout, recycle_after, ray_name, ray_workers, ray_address)
+                     job_timeout, recycle_after, ray_name, ray_workers, ray_address, pipeline_depth)
     from cuda_agent.cli.contract import require_device
     from cuda_agent.errors import ConfigError
     from cuda_agent.sandbox_pool.pool.server import default_socket_path
@@ -85,13 +88,13 @@ def _check_socket_free(path: Path) -> None:
 
 def _config(backend: str, device: str, devices: str | None, cpu_workers: int, worker_processes: bool | None,
             compile_workers: int, max_pending: int, job_timeout: float, recycle_after: int, ray_name: str, ray_workers: int,
-            ray_address: str | None):
+            ray_address: str | None, pipeline_depth: int | None = None):
     from pydantic import ValidationError
 
     from cuda_agent.sandbox_pool.pool.config import LocalPoolConfig, RayPoolConfig
 
     common = dict(device=device, compile_workers=compile_workers, max_pending_jobs=max_pending,
-                  job_timeout_s=job_timeout, recycle_after_jobs=recycle_after)
+                  job_timeout_s=job_timeout, recycle_after_jobs=recycle_after, pipeline_depth=pipeline_depth)
     try:
         if backend == "local":
             indices = [int(i) for i in devices.split(",")] if devices else None

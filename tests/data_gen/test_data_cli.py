@@ -69,6 +69,9 @@ def test_pipeline_end_to_end_on_cpu(tmp_path, kernelbench_dir):
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "pipeline_report.json").read_text())
     composed = report["compose"]["existing"] + report["compose"]["written"]
+    dead = sum(report["filter"]["by_criterion"].get(c, 0) for c in ("dead_operator", "dead_input"))
+    assert 6 <= report["compose"]["requested"] <= 6 + dead  # one redraw round for the dead tasks
+    assert composed == report["compose"]["requested"]
     assert composed >= 6 and report["filter"]["total"] == composed + 3 and report["filter"]["tasks_per_minute"] > 0
     assert report["filter"]["recheck"]["rechecked"] == report["filter"]["kept"]
     assert report["decontam"]["total"] == report["filter"]["kept"] and report["decontam"]["threshold"] == 0.95

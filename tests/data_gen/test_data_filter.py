@@ -239,3 +239,12 @@ def test_a_crash_beside_a_hang_is_a_crash_not_a_timeout(tmp_path):
     assert verdicts["hang"].criterion is Criterion.TIMEOUT, verdicts["hang"]
     assert verdicts["crash"].criterion is Criterion.CRASH, verdicts["crash"]
     assert "SIGSEGV" in verdicts["crash"].detail
+
+
+def test_ablation_removes_operations_not_constants():
+    from cuda_agent.data_gen.filter.ablation import ablations
+
+    source = model("return torch.softmax(self.conv(x) * 2.0 - 1, dim=-1)", init=CONV)
+    removed = [a.removed.split(" in ")[0] for a in ablations(source)]
+    assert removed == ["torch.softmax", "Sub", "Sub", "Mult", "Mult", "self.conv"], removed
+    assert all("dim=1" not in a.source for a in ablations(source))  # -1 is never turned into 1

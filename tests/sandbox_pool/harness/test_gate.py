@@ -116,3 +116,18 @@ async def test_overlap_is_recorded_for_children_alive_together() -> None:
     await c.start_child()
     assert not c.overlapped
     await c.close()
+
+
+async def test_a_solo_lease_keeps_the_device_until_closed_and_may_ask_again() -> None:
+    gate = DeviceGate()
+    solo, other = gate.lease(), gate.lease()
+    await solo.acquire_solo()
+    await solo.release()  # the end of its verification: still solo (baselines may follow)
+    await asyncio.wait_for(solo.acquire_solo(), 1)  # a baseline measurement of a solo attempt: no self-deadlock
+    waiting = asyncio.create_task(other.shared())
+    await asyncio.sleep(0.02)
+    assert not waiting.done()
+    await solo.close()
+    await asyncio.wait_for(waiting, 1)
+    await other.close()
+    assert not _overlaps(gate.stats.log)

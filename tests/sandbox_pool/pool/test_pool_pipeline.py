@@ -9,24 +9,40 @@ times out solo), and no timed window ever overlaps another evaluation's use of t
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus
 from cuda_agent.sandbox_pool.pool import LocalPool, LocalPoolConfig
+from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
-from conftest import ENDLESS_MODEL_NEW, PROBLEM, make_job
+# Not from conftest: several test folders have one, so `from conftest import` is ambiguous.
+ROOT = Path(__file__).resolve().parents[3]
+PROBLEM = ROOT / "examples" / "problems" / "diag_matmul.py"
+SOLUTIONS = ROOT / "examples" / "solutions" / "diag_matmul"
+MODEL_NEW = """import torch
+import torch.nn as nn
 
-CRASH_MODEL_NEW = ENDLESS_MODEL_NEW.replace("        while True:\n            pass\n",
-                                            "        raise RuntimeError('candidate bug')\n")
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, A, B):
+        {body}
+"""
+BODIES = {"endless": "while True:\n            pass", "crash": "raise RuntimeError('candidate bug')"}
 
 
 def _job(kind: str, i: int) -> EvalJob:
-    job = make_job("endless" if kind in ("endless", "crash") else kind, variant=i, task_id=f"{kind}-{i}")
-    files = dict(job.files)
-    if kind == "crash":
-        files["model_new.py"] = CRASH_MODEL_NEW + f"\n# {i}\n"
-    return EvalJob(problem_src=PROBLEM.read_text(), files=files, device="cpu", task_id=job.task_id,
+    files = read_candidate_files(SOLUTIONS / ("cpu_fast" if kind in BODIES else kind))
+    if kind in BODIES:
+        files["model_new.py"] = MODEL_NEW.format(body=BODIES[kind])
+    files["model_new.py"] += f"\n# variant {i}\n"
+    return EvalJob(problem_src=PROBLEM.read_text(), files=files, device="cpu", task_id=f"{kind}-{i}",
                    options=EvalOptions(timed_calls=5, run_timeout_s=8))
 
 
@@ -41,7 +57,7 @@ def _overlapping_exclusive(log: list[tuple[str, float, float]]) -> list[tuple]:
     return bad
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(400)
 async def test_pipelined_worker_gives_one_at_a_time_verdicts(pool_cache) -> None:
     config = LocalPoolConfig(device="cpu", pipeline_depth=3, compile_workers=2, cache_dir=pool_cache)
     async with LocalPool(config) as pool:

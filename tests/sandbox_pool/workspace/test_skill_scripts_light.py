@@ -75,7 +75,7 @@ def test_skill_scripts_stay_light_and_use_the_pools_cache(tmp_path: Path) -> Non
         assert len(profiles) == 1
         stamp = profiles[0].stat().st_mtime_ns
         out = run_script("utils.profiling", ws, env)
-        assert "PROBE torch=False exit=0" in out.stdout and "[reference profile] top operators" in out.stdout
+        assert "PROBE torch=False" in out.stdout and "[reference profile] top operators" in out.stdout, out.stdout
         assert profiles[0].stat().st_mtime_ns == stamp  # served from the pool's cache, not measured again
 
         os.chmod(ws / "model_new.py", 0o644)
