@@ -299,9 +299,10 @@ class _Run:
             await self.lease.child_ended()  # the child is dead (session.run kills it)
         verify.duration_s = time.monotonic() - t0
         marks = " | ".join(f"{name} {at:.2f}s" for name, at in session.marks_since(t0))
+        shared = "shared with other evaluations" if self.lease.overlapped else "no other evaluation"
         verify.log = (verify.log + f"\nphases (s since start): {marks}"
                       f"\ndevice: reference {prepare_s:.2f}s; waited for the gate {self.lease.waited_s:.2f}s; "
-                      f"alone {session.exclusive_s:.2f}s; {'shared with other evaluations' if self.lease.overlapped else 'no other evaluation'}").strip()
+                      f"alone {session.exclusive_s:.2f}s; {shared}").strip()
         return ok
 
     async def baselines(self, problem: Problem) -> None:

@@ -144,7 +144,8 @@ class Lease:
         await self.release()
         t0 = time.monotonic()
         async with gate.cond:
-            await gate.cond.wait_for(lambda: self.preempt is not None or (gate._exclusive is None and not gate._writers))
+            await gate.cond.wait_for(
+                lambda: self.preempt is not None or (gate._exclusive is None and not gate._writers))
             self.waited_s += time.monotonic() - t0
             self.check_preempted()
             gate._shared.add(self)
@@ -216,7 +217,8 @@ class Lease:
     def _preempt_long_holders(self) -> None:
         """An exclusive request waited `preempt_after_s`: stop the child steps that hold it up."""
         for holder in self.gate._shared:
-            if holder.on_child and holder.preempt is None and time.monotonic() - holder._since >= self.gate.preempt_after_s:
+            held_s = time.monotonic() - holder._since
+            if holder.on_child and holder.preempt is None and held_s >= self.gate.preempt_after_s:
                 holder.preempt = True  # it held the device too long: its next attempt runs solo
                 self.gate.stats.preemptions += 1
 
