@@ -71,7 +71,8 @@ pool_phase() {  # pool_phase <gpus: 1|2> [name suffix] [bench_pool args...]
 agentpath_phase() {  # issue 12: per-step table, ours vs official-style, on GPU 0
   stamp "agentpath"
   CUDA_VISIBLE_DEVICES=0 timeout "${AGENTPATH_TIMEOUT:-300}" python3 -P benchmarks/agent_path/bench_agent_path.py \
-    --device cuda --cases "${AGENTPATH_CASES:-diag_matmul}" --out "$OUT/agentpath" >"$OUT/agentpath.log" 2>&1
+    --device cuda --cases "${AGENTPATH_CASES:-diag_matmul}" --official-sums --step-timeout 120 \
+    --out "$OUT/agentpath" >"$OUT/agentpath.log" 2>&1
   echo "rc=$?" >>"$OUT/agentpath.log"; tail -20 "$OUT/agentpath.log"; stamp "agentpath done"
 }
 pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one shared cache (baselines measured once)

@@ -42,9 +42,9 @@ def trainer_config_factory(tiny_model_dir, tmp_path_factory):
                     f"actor_rollout_ref.model.path={tiny_model_dir}",
                     "data.train_files=unused.parquet",
                     "data.val_files=unused.parquet",
-                    "data.max_prompt_length=6144",
+                    "data.max_prompt_length=16384",  # SKILL.md + task: ~10.7k offline-BPE tokens; never cut
                     f"data.max_response_length={response_length}",
-                    f"actor_rollout_ref.rollout.max_model_len={6144 + response_length}",
+                    f"actor_rollout_ref.rollout.max_model_len={16384 + response_length}",
                     f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops_path}",
                     f"reward.custom_reward_function.path={REPO / 'reward_fns' / 'cuda_kernel.py'}",
                     "data.filter_overlong_prompts=false",
