@@ -67,13 +67,13 @@ def main() -> int:
     levels = ",".join(sorted({task.split("/")[0][5:] for task in scripts}))
     started = time.monotonic()
     with ScriptedOpenAI(scripts, model=MODEL) as server:
-        run = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "run", "--kernelbench", str(args.kernelbench),
+        run = subprocess.run([sys.executable, "-P", "-m", "cuda_agent.cli.main", "run", "--kernelbench", str(args.kernelbench),
                               "--level", levels, "--tasks", pattern, "--device", args.device, "--base-url",
                               server.base_url, "--model", MODEL, "--out", str(results), "--concurrency",
                               str(args.concurrency), "--json", *records], cwd=REPO, capture_output=True, text=True)
     wall = time.monotonic() - started
     sys.stderr.write(run.stderr[-3000:])
-    report = subprocess.run([sys.executable, "-m", "cuda_agent.cli.main", "report", str(results), "--out",
+    report = subprocess.run([sys.executable, "-P", "-m", "cuda_agent.cli.main", "report", str(results), "--out",
                              str(args.out / "kb_report"), "--html"], cwd=REPO, capture_output=True, text=True)
     sys.stderr.write(report.stderr[-1000:])
     lines = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
