@@ -89,3 +89,13 @@ def test_influence_decides_nothing_where_the_reference_does_not_move() -> None:
     ref, ref_twin = [x.double().sum().float().reshape(1)], [twin.double().sum().float().reshape(1)]
     noisy = [ref[0] * (1 + 3e-6)], [ref_twin[0] * (1 - 3e-6)]
     assert influence_mismatch(*noisy, ref, ref_twin, 0.5) == (None, [])
+
+
+def test_same_digest_tolerates_reduction_order_of_a_cancelling_sum() -> None:
+    """A sum that cancels to ~0 differs by rounding (~1e-16 of sum|x|) between thread counts: same draw."""
+    from cuda_agent.sandbox_pool.harness.inputs import same_digest
+
+    abs_sum = 3.0e7
+    assert same_digest([[1.2e-9, abs_sum]], [[-3.5e-9, abs_sum * (1 + 1e-15)]])
+    assert not same_digest([[1.0, abs_sum]], [[2.0, abs_sum]])  # a real difference still counts
+    assert not same_digest([[0.5, 1.0]], [[0.6, 1.0]])
