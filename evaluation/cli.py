@@ -182,37 +182,72 @@ def baselines(
     device: str = typer.Option("cuda", "--device", help="cuda | cpu."),
     device_index: int = typer.Option(0, "--device-index", min=0, help="GPU index."),
     timed_calls: int = typer.Option(30, "--timed-calls", min=3, help="Timed calls per baseline (the evaluator's default)."),
-    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds; no new task starts after this."),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="Parallel torch.compile warm-up children per batch (1: none); "
+                             "timing stays one task at a time, never during a warm-up."),
+    compile_cache: Optional[Path] = typer.Option(None, "--compile-cache", help="Shared inductor/triton cache of the "
+                                                 "baseline children (default: CACHE/reference_compile)."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds; then no new task starts and a warm-up in flight stops."),
     out: Path = typer.Option(Path("baselines.jsonl"), "--out", help="One line per task (appended; resumable)."),
     as_json: bool = typer.Option(False, "--json", help="Print a summary JSON object on stdout."),
 ) -> None:
     """Measure the eager and torch.compile baselines of tasks once on this machine (cached like the evaluator's).
 
-    Example: cuda-agent baselines --kernelbench KernelBench --level 1,2,3 --budget 600 --out runs/baselines.jsonl
+    Example: cuda-agent baselines --kernelbench KernelBench --level 1,2,3 --jobs 12 --budget 540 --out runs/baselines.jsonl
     """
-    import time
-
     from cuda_agent.cli.contract import require_device
-    from cuda_agent.evaluation.baselines import measure_baselines
 
     require_device(device)
     from cuda_agent.evaluation.tasks import interleave_levels
 
     tasks = interleave_levels(load_tasks(dataset, problems, kernelbench, level, device, tasks_re, limit))
-    started = time.monotonic()
+    summary = asyncio.run(_baselines_with_progress(tasks, out, device=device, device_index=device_index,
+                                                   timed_calls=timed_calls, budget_s=budget, jobs=jobs,
+                                                   compile_cache=compile_cache))
+    result = {**summary.model_dump(), "wall_s": round(summary.wall_s, 1), "warm_s": round(summary.warm_s, 1),
+              "timed_s": round(summary.timed_s, 1), "out": str(out)}
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        typer.echo(f"baselines: {result}", err=True)
+    if summary.budget_spent:
+        typer.echo(f"baselines: budget spent; {summary.remaining} task(s) left: run the same command again to resume",
+                   err=True)
 
-    def show(line) -> None:  # noqa: ANN001
+
+async def _baselines_with_progress(tasks, out: Path, **kwargs):  # noqa: ANN001, ANN003, ANN202 - PassSummary
+    from cuda_agent.evaluation.baselines import measure_baselines
+
+    state = {"total": 0, "measured": 0}
+
+    def describe(line) -> str:  # noqa: ANN001
         eager = "-" if line.eager_us is None else f"{line.eager_us:.1f}"
         compiled = "-" if line.torch_compile_us is None else f"{line.torch_compile_us:.1f}"
-        typer.echo(f"{line.task_id}: eager {eager} us, compile {compiled} us ({line.wall_s:.1f} s"
-                   f"{', cached' if line.cached else ''}){' ' + line.error[:120] if line.error else ''}", err=True)
+        notes = ", ".join(note for note, on in (("cached", line.cached), ("warmed", line.warmed)) if on)
+        return (f"[{state['measured']}/{state['total']}] {line.task_id}: eager {eager} us, compile {compiled} us "
+                f"({line.wall_s:.1f} s{', ' + notes if notes else ''}){' ' + line.error[:120] if line.error else ''}")
 
-    lines = asyncio.run(measure_baselines(tasks, out, device=device, device_index=device_index,
-                                          timed_calls=timed_calls, budget_s=budget, on_line=show))
-    summary = {"measured": len(lines), "tasks": len(tasks), "wall_s": round(time.monotonic() - started, 1),
-               "failed": sum(1 for line in lines if line.eager_us is None), "out": str(out)}
-    if as_json:
-        sys.stdout.write(json.dumps(summary) + "\n")
-    else:
-        typer.echo(f"baselines: {summary}", err=True)
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:  # a bare GPU node: plain lines only
+        def plain(progress_state) -> None:  # noqa: ANN001
+            state.update(total=progress_state.total, measured=progress_state.measured)
 
+        return await measure_baselines(tasks, out, on_line=lambda line: typer.echo(describe(line), err=True),
+                                       on_progress=plain, **kwargs)
+
+    with Progress(TextColumn("[bold]baselines {task.fields[phase]}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(),
+                  TextColumn("cached {task.fields[cached]} · failed {task.fields[failed]} · warmed "
+                             "{task.fields[warmed]} (failed {task.fields[warm_failed]})"),
+                  console=Console(stderr=True), transient=False) as progress:
+        bar = progress.add_task("baselines", total=None, phase="start", cached=0, failed=0, warmed=0, warm_failed=0)
+
+        def on_progress(progress_state) -> None:  # noqa: ANN001
+            state.update(total=progress_state.total, measured=progress_state.measured)
+            progress.update(bar, total=progress_state.total, completed=progress_state.measured,
+                            phase=progress_state.phase, cached=progress_state.cached, failed=progress_state.failed,
+                            warmed=progress_state.warmed, warm_failed=progress_state.warm_failed)
+
+        return await measure_baselines(tasks, out, on_line=lambda line: progress.console.print(describe(line), highlight=False),
+                                       on_progress=on_progress, **kwargs)

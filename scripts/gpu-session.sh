@@ -17,19 +17,29 @@
 #   pool2in control: two GPUs with both workers in one process                        -> pool_2gpu_in_process.json/.log
 #   poolsweep issue 12: one GPU, pipelined worker (default depth), 1/4/16/32 submitters; then one at a
 #           time (--pipeline-depth 1, 16 submitters); then every job compiling (16 submitters).
-#           NVML GPU utilisation per point. <= 4 min (timeouts 140 + 50 + 45 s; each JSON written per point)
+#           NVML GPU utilisation per point. <= 4 min (timeouts 140 + 50 + 45 s; each JSON written per point);
+#           POOLSWEEP_POINTS picks the extra points (default "depth1 fresh"; "depth8": 8 evaluations in flight)
 #                                                                   -> pool_sweep.json, pool_depth1.json, pool_fresh.json, pool_sweep.log
 #   poolsweep2 issue 16: the same sweep on two GPUs (a worker process per GPU); needs 2 GPUs -> pool_sweep_2gpu.json
 #   agentpath  the agent's per-call path (issue 12): skill scripts through a served pool, `cuda-agent eval`
 #           (static reject, cold, unchanged) and the official-style scripts on the same workspace; ~4 min
-#           on one H200 (AGENTPATH_CASES=diag_matmul,softmax for both tasks, ~+3 min)
-#                                                                           -> agentpath/results.{json,md}, agentpath.log
+#           on one H200 (AGENTPATH_CASES=diag_matmul,softmax for both tasks, ~+3 min); then the cold eval's
+#           timeline (benchmarks/agent_path/eval_timeline.py: empty caches, then warm), ~1 min
+#                                  -> agentpath/results.{json,md}, agentpath/eval_timeline_{cold,warm}.{txt,json}, agentpath.log
 #   kernelbench  the runner (issue 14) through the scripted endpoint on KernelBench level 1/2 problems with
 #           hand-written kernels (benchmarks/runner/kb_solutions), the whole loop real, + the HTML report; then
 #           eager/torch.compile baselines of as many level 1-3 problems as fit in KB_BUDGET (110) s, ranked
 #           against KernelBench's published H100 timings; needs .kernelbench/ carried; <= ~5 min on GPU 0
 #                                      -> kb.tgz (kb/kb_run.jsonl, kb_phase.json, kb_report/ with report.html,
 #                                         trajectories; kb_baselines.jsonl), kb_baseline_ranking.md, kernelbench.log
+#   kbbaselines  issue 14: the full baseline pass, eager + torch.compile of every KernelBench problem of KB_LEVELS
+#           (1,2,3), resumable over calls: results and caches live in .cache/kbbaselines/ (git-ignored; the device
+#           keeps it while warm; never carry it there: it would replace the warm copy). Each batch is compiled
+#           ahead by KB_JOBS (14) parallel untimed children into a shared reference compile cache, then timed one
+#           problem at a time; no new work after KB_CAP (470) s, a hard stop at KB_CAP+60 s; then the ranking
+#           against KernelBench's published H100 timings. Needs .kernelbench/ and .whl/ carried; GPU 0
+#                                      -> kb_baselines.jsonl (all calls so far), kb_baselines.log, kbbaselines.json
+#                                         (this call), kb_calls.jsonl (every call), kb_baseline_ranking.md
 #   train  issue 13: one RFT step (torchrun -m verl.trainer.sft_trainer with cuda_agent_rft_sft.yaml, 1 GPU) and a
 #           3-step value pre-training run (cuda-agent value pretrain), on a SmolLM2-135M-shaped Llama built from its
 #           config (random weights) and the offline tokenizer; veRL and its small deps from .whl-train/ (carry it),
@@ -73,7 +83,16 @@ agentpath_phase() {  # issue 12: per-step table, ours vs official-style, on GPU 
   CUDA_VISIBLE_DEVICES=0 timeout "${AGENTPATH_TIMEOUT:-300}" python3 -P benchmarks/agent_path/bench_agent_path.py \
     --device cuda --cases "${AGENTPATH_CASES:-diag_matmul}" --official-sums --step-timeout 120 \
     --out "$OUT/agentpath" >"$OUT/agentpath.log" 2>&1
-  echo "rc=$?" >>"$OUT/agentpath.log"; tail -20 "$OUT/agentpath.log"; stamp "agentpath done"
+  echo "rc=$?" >>"$OUT/agentpath.log"; tail -20 "$OUT/agentpath.log"
+  # The cold `cuda-agent eval` phase by phase, every cache empty (compile and baselines missing: on cuda the
+  # baselines are measured during the compile), then once more on the warm caches it filled.
+  local tcache; tcache=$(mktemp -d); mkdir -p "$OUT/agentpath"
+  for run in cold warm; do
+    CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -P benchmarks/agent_path/eval_timeline.py --device cuda --cache "$tcache" \
+      --json "$OUT/agentpath/eval_timeline_$run.json" >"$OUT/agentpath/eval_timeline_$run.txt" 2>&1
+    echo "eval_timeline $run rc=$?" >>"$OUT/agentpath.log"; cat "$OUT/agentpath/eval_timeline_$run.txt"
+  done
+  rm -rf "$tcache"; stamp "agentpath done"
 }
 pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one shared cache (baselines measured once)
   local devices=$1 sfx=$2 cache=/tmp/poolsweep_cache$2 log="$OUT/pool_sweep$2.log"; local n; n=$(( $(tr -cd , <<<"$devices" | wc -c) + 1 ))
@@ -81,10 +100,20 @@ pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one sh
   stamp "pool_sweep$sfx: GPUs $devices"
   timeout 140 $bench --submitters 1,4,16,32 --jobs $((4 * n)),$((16 * n)),$((32 * n)),$((32 * n)) \
     --out "$OUT/pool_sweep$sfx.json" >"$log" 2>&1; echo "sweep rc=$?" >>"$log"
-  timeout 50 $bench --pipeline-depth 1 --submitters 16 --jobs $((12 * n)) --out "$OUT/pool_depth1$sfx.json" >>"$log" 2>&1
-  echo "depth1 rc=$?" >>"$log"
-  timeout 45 $bench --fresh-kernels --submitters 16 --jobs $((16 * n)) --out "$OUT/pool_fresh$sfx.json" >>"$log" 2>&1
-  echo "fresh rc=$?" >>"$log"; stamp "pool_sweep$sfx done"; grep -E '^\[bench_pool\]|rc=' "$log"
+  local points=" ${POOLSWEEP_POINTS:-depth1 fresh} "
+  if [[ $points == *" depth1 "* ]]; then
+    timeout 50 $bench --pipeline-depth 1 --submitters 16 --jobs $((12 * n)) --out "$OUT/pool_depth1$sfx.json" >>"$log" 2>&1
+    echo "depth1 rc=$?" >>"$log"
+  fi
+  if [[ $points == *" depth8 "* ]]; then  # 8 evaluations in flight per GPU instead of the default 4
+    timeout 50 $bench --pipeline-depth 8 --submitters 16 --jobs $((32 * n)) --out "$OUT/pool_depth8$sfx.json" >>"$log" 2>&1
+    echo "depth8 rc=$?" >>"$log"
+  fi
+  if [[ $points == *" fresh "* ]]; then
+    timeout 45 $bench --fresh-kernels --submitters 16 --jobs $((16 * n)) --out "$OUT/pool_fresh$sfx.json" >>"$log" 2>&1
+    echo "fresh rc=$?" >>"$log"
+  fi
+  stamp "pool_sweep$sfx done"; grep -E '^\[bench_pool\]|rc=' "$log"
 }
 if has data && [ "$GPUS" -ge 2 ]; then data_phase & data_pid=$!; fi
 
@@ -92,7 +121,7 @@ if has tests; then
   stamp "tests"
   # Every GPU (the two-GPU pool test needs two), except the one the data phase is using.
   CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-500}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
-    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
+    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/harness/test_eval_overlap.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
   status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
 fi
 if has bench; then
@@ -125,6 +154,24 @@ kernelbench_phase() {  # issue 14: runner loop on KernelBench + baseline ranking
   tar -C "$OUT" -czf "$OUT/kb.tgz" kb kb_baselines.jsonl 2>/dev/null && rm -rf "$OUT/kb" "$OUT/kb_baselines.jsonl"
   stamp "kernelbench: done"; tail -20 "$OUT/kernelbench.log"
 }
+kbbaselines_phase() {  # issue 14: the full, resumable baseline pass + ranking table (docs/evaluation.md)
+  local dir=.cache/kbbaselines cap=${KB_CAP:-470} b0; b0=$(date +%s); mkdir -p "$dir"
+  local before; before=$(awk NF "$dir/kb_baselines.jsonl" 2>/dev/null | wc -l)
+  stamp "kbbaselines: levels ${KB_LEVELS:-1,2,3}, ${KB_JOBS:-14} warm-up jobs, cap $cap s, $before already measured"
+  COLUMNS=200 CUDA_VISIBLE_DEVICES=0 CUDA_AGENT_CACHE="$dir/cache" timeout $((cap + 60)) python3 -P -m cuda_agent.cli.main baselines \
+    --kernelbench .kernelbench --level "${KB_LEVELS:-1,2,3}" --device cuda --jobs "${KB_JOBS:-14}" --budget "$cap" \
+    --out "$dir/kb_baselines.jsonl" --json >"$OUT/kbbaselines.json" 2>"$OUT/kb_baselines.log"
+  local rc=$?; echo "baselines rc=$rc wall_s=$(( $(date +%s) - b0 ))" | tee -a "$OUT/kb_baselines.log"
+  if [ -s "$OUT/kbbaselines.json" ]; then cat "$OUT/kbbaselines.json" >>"$dir/calls.jsonl"
+  else  # killed at the hard stop: still count the call's wall time in the pass's
+    echo "{\"wall_s\": $(( $(date +%s) - b0 )), \"measured\": $(( $(awk NF "$dir/kb_baselines.jsonl" 2>/dev/null | wc -l) - before )), \"killed\": true, \"jobs\": ${KB_JOBS:-14}}" >>"$dir/calls.jsonl"
+  fi
+  cp "$dir/kb_baselines.jsonl" "$OUT/kb_baselines.jsonl" 2>/dev/null; cp "$dir/calls.jsonl" "$OUT/kb_calls.jsonl" 2>/dev/null
+  python3 -P benchmarks/runner/compare_baselines.py "$dir/kb_baselines.jsonl" .kernelbench/results/timing/H100_Modal \
+    .kernelbench/results/timing/H100_PCIe_LambdaLabs --calls "$dir/calls.jsonl" --out "$OUT/kb_baseline_ranking.md"
+  stamp "kbbaselines: done ($(awk NF "$dir/kb_baselines.jsonl" 2>/dev/null | wc -l) measured in all)"
+  grep -v '^\s*$' "$OUT/kb_baselines.log" | grep -v 'UserWarning\|warnings.warn' | tail -8
+}
 train_phase() {  # issue 13: one sft_trainer step + value pre-training on GPU 0 (<= 180 s)
   stamp "train"
   local site=/tmp/cuda_agent_train_site
@@ -143,6 +190,7 @@ train_phase() {  # issue 13: one sft_trainer step + value pre-training on GPU 0 
 if has train; then train_phase; fi
 if has agentpath; then agentpath_phase; fi
 if has kernelbench; then kernelbench_phase; fi
+if has kbbaselines; then kbbaselines_phase; fi
 if has pool1; then pool_phase 1 ""; fi
 if has pool1p; then pool_phase 1 _process --worker-processes yes; fi
 if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2 ""; fi

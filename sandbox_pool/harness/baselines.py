@@ -121,15 +121,19 @@ class BaselineCache:
 
 
 async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool, n_sets: int, warmup: int,
-                  key: str, timeout_s: float) -> Baselines:
-    """Time the reference eagerly and under torch.compile in fresh reference children."""
+                  key: str, timeout_s: float, compile_cache_dir: str | None = None) -> Baselines:
+    """Time the reference eagerly and under torch.compile in fresh reference children.
+
+    `compile_cache_dir`: a trusted inductor/triton cache shared with other baseline children (one
+    that `warm_compile` filled makes the compile child's torch.compile a cache hit); None: private."""
     work = tempfile.mkdtemp(prefix="cuda_agent_baseline_")
     try:
         await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED)
         eager = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, False, timeout_s)
         if isinstance(eager, str):
             raise InfraError(f"eager baseline failed: {eager}")
-        compiled = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, True, timeout_s)
+        compiled = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, True, timeout_s,
+                                         compile_cache_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     warnings = [w for w in (ci_warning("eager", eager),
@@ -143,13 +147,32 @@ async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index
     return Baselines(eager=eager, torch_compile=compiled, key=key, warnings=warnings, stack=software_stack(device))
 
 
+async def warm_compile(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool, warmup: int,
+                       compile_cache_dir: str, timeout_s: float) -> str | None:
+    """Fill `compile_cache_dir` with the torch.compile artefacts `measure` will need for `problem`
+    (the same child, inputs and settings as its compile child, with one timed call); None, or why not.
+
+    Its times are not used, so several may share the device and the CPUs; the timed pass then loads
+    the compiled graph and kernels from the cache instead of compiling."""
+    work = tempfile.mkdtemp(prefix="cuda_agent_warm_")
+    try:
+        await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED)
+        done = await _time_reference(zygote, problem, work, device, device_index, tf32, 1, warmup, True, timeout_s,
+                                     compile_cache_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return done if isinstance(done, str) else None
+
+
 async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
-                          warmup: int, compiled: bool, timeout_s: float) -> TimingStats | str:
+                          warmup: int, compiled: bool, timeout_s: float,
+                          compile_cache_dir: str | None = None) -> TimingStats | str:
     spec = ChildSpec(role="reference", device=device, device_index=device_index, work_dir=work,
                      problem_src=problem.source, compile_reference=compiled, tf32=tf32,
                      timing_draws=timing_draws(BASELINE_SEED, n_sets * MAX_ROUNDS),
                      warmup=max(warmup, 2), isolate=False,
-                     ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=MAX_TIMING_S)
+                     ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=MAX_TIMING_S,
+                     compile_cache_dir=compile_cache_dir)
     child = ChildProcess(zygote, spec)
     child.go()
     deadline = time.monotonic() + timeout_s

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Coroutine
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ from cuda_agent.sandbox_pool.harness.models import (
     StageOutcome,
 )
 from cuda_agent.sandbox_pool.harness.inputs import same_digest
+from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion, region_bytes
 from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec, output_file
@@ -86,7 +88,9 @@ class EvaluatorConfig(BaseModel):
 class Evaluator:
     """A trusted worker. Use ``async with Evaluator(cfg) as ev: await ev.evaluate(job)``."""
 
-    def __init__(self, config: EvaluatorConfig | None = None, gate: DeviceGate | None = None) -> None:
+    def __init__(self, config: EvaluatorConfig | None = None, gate: DeviceGate | None = None,
+                 zygote: Zygote | None = None) -> None:
+        """`zygote`: one already launched (`Zygote.launch`) for this device, adopted and closed with us."""
         self.config = config or EvaluatorConfig()
         self.cache_dir = Path(self.config.cache_dir or default_cache_dir())
         self.baseline_cache = baseline_mod.BaselineCache(self.cache_dir)
@@ -95,7 +99,7 @@ class Evaluator:
         self._slots = asyncio.Semaphore(self.config.pipeline_depth)
         self.active = 0
         self._started = False
-        self.zygote = Zygote(cuda=self.config.device == "cuda")
+        self.zygote = zygote or Zygote(cuda=self.config.device == "cuda")
 
     async def start(self) -> None:
         if not self._started:
@@ -118,7 +122,7 @@ class Evaluator:
     def device(self) -> str:
         return "cpu" if self.config.device == "cpu" else f"cuda:{self.config.device_index}"
 
-    async def evaluate(self, job: EvalJob, build: BuildResult | None = None) -> EvalResult:
+    async def evaluate(self, job: EvalJob, build: "BuildResult | PendingBuild | None" = None) -> EvalResult:
         """Evaluate one job. Candidate failures are results; harness failures are INFRA_ERROR results."""
         await self.start()
         if job.device != self.config.device:
@@ -133,7 +137,7 @@ class Evaluator:
         result.wall_s = time.monotonic() - started
         return result
 
-    async def _attempts(self, job: EvalJob, build: BuildResult | None) -> EvalResult:
+    async def _attempts(self, job: EvalJob, build: "BuildResult | PendingBuild | None") -> EvalResult:
         """Run the job sharing the device; re-run it solo when sharing could have decided its verdict."""
         solo, notes = False, []
         for attempt in range(1, SHARED_ATTEMPTS + 2):
@@ -191,6 +195,51 @@ def _cpu_name() -> str:
     return platform.processor() or "cpu"
 
 
+OVERLAP_MIN_CPUS = 8
+"""CPUs this process may use for `overlap_baselines`: the compiler's processes (one per unit: a few)
+beside the baseline child's launching thread and torch.compile's inductor workers, none starved."""
+
+
+def overlap_baselines(device: str, *, profile: bool, compiling: bool, cpus: int | None = None) -> bool:
+    """Whether a baseline cache miss is measured while the candidate compiles, rather than after
+    its verification (`_Run.run`).
+
+    Only on cuda: there the compile is CPU work and the baselines' timed calls need the device,
+    which they hold solo (nobody else holds it during this run's compile). On cpu the compiler's
+    processes would share the cores the baselines are timed on and inflate them (an honest baseline
+    is never inflated: HACKS.md, issue 12 item 4), so cpu keeps the sequential order. On cuda the
+    host still launches each timed call, so only with `OVERLAP_MIN_CPUS` usable CPUs (`cpus`,
+    default: this process's affinity) is a launch never kept waiting by the compiler. Only when the
+    run profiles, and only when a compile is still to come in this run: a build made elsewhere (the
+    pool's compile workers) leaves nothing to overlap. A candidate the static check rejects never
+    gets here (`_Run.run` checks first)."""
+    cpus = len(os.sched_getaffinity(0)) if cpus is None else cpus
+    return device == "cuda" and profile and compiling and cpus >= OVERLAP_MIN_CPUS
+
+
+class PendingBuild:
+    """A compile already under way, handed to `Evaluator.evaluate` as its build: the one-shot path
+    starts it first, so the evaluator's start (forkserver, CUDA) and, on cuda, a baseline
+    measurement (`overlap_baselines`) run while it compiles."""
+
+    def __init__(self, build: Coroutine[Any, Any, BuildResult]) -> None:
+        self.started = time.monotonic()
+        self.task: asyncio.Task[BuildResult] = asyncio.ensure_future(build)
+
+    async def result(self) -> BuildResult | None:
+        """The build; None when building raised (the evaluator builds again and reports the failure)."""
+        await asyncio.wait({self.task})  # not cancelled with its awaiter: a re-run attempt awaits it again
+        if self.task.cancelled() or self.task.exception() is not None:
+            return None
+        return self.task.result()
+
+    async def settle(self) -> None:
+        """Wait for the build to end (it lands in the build cache; no compiler is left running)."""
+        await asyncio.wait({self.task})
+        if not self.task.cancelled():
+            self.task.exception()  # retrieved: a failure was reported (or is not needed)
+
+
 class _Run:
     """One evaluation, as a sequence of named stages."""
 
@@ -209,17 +258,57 @@ class _Run:
         self.result.stages[name] = outcome
         return outcome
 
-    async def run(self, build: BuildResult | None) -> None:
+    async def run(self, build: "BuildResult | PendingBuild | None") -> None:
+        """static check -> compile -> verify and time -> baselines; on cuda, a baseline cache miss is
+        measured during the compile instead (`overlap_baselines`)."""
+        self.t0 = time.monotonic()
         if not self.static_check():
-            return
+            return  # a rejected candidate starts nothing: no compile, no baselines
+        problem: Problem | None = None
+        early: asyncio.Task[baseline_mod.Baselines] | None = None
+        if overlap_baselines(self.job.device, profile=self.opts.profile, compiling=not isinstance(build, BuildResult)):
+            try:
+                problem = load_problem(self.job.problem_src)
+            except ProblemError:
+                pass  # reported where the sequential order reports it (after the compile)
+            else:
+                early = self.start_baselines(problem)
+        try:
+            await self._stages(build, problem, early)
+        except BaseException:  # infrastructure failure, preemption, cancellation: the measurement is abandoned
+            if early is not None and not early.done():
+                early.cancel()
+            raise
+        finally:
+            if early is not None:
+                # After a failed compile (or verification) a measurement already started goes on to
+                # the cache: the task's next candidate needs it, and no child is left behind.
+                await asyncio.wait({early})
+                if not early.cancelled() and early.exception() is not None:
+                    logger.warning("baselines measured during the compile failed: %s", early.exception())
+
+    async def _stages(self, build: "BuildResult | PendingBuild | None", problem: Problem | None,
+                      early: "asyncio.Task[baseline_mod.Baselines] | None") -> None:
+        """The stages after the static check (`run`)."""
+        started: float | None = None if isinstance(build, BuildResult) else time.monotonic()  # None: built elsewhere
+        if isinstance(build, PendingBuild):
+            started, build = build.started, await build.result()
         build = await self.compile(build)
+        if started is not None and "compile" in self.result.stages:
+            self.result.stages["compile"].started_s = started - self.t0
         if build is None:
             return
-        problem = load_problem(self.job.problem_src)
-        if not await self.verify_and_time(problem, build):
+        problem = problem or load_problem(self.job.problem_src)
+        if early is not None:
+            await asyncio.wait({early})  # the baselines hold the device alone until they end
+        verify_started = time.monotonic()
+        ok = await self.verify_and_time(problem, build)
+        if "verify" in self.result.stages:
+            self.result.stages["verify"].started_s = verify_started - self.t0
+        if not ok:
             return
         if self.opts.profile:
-            await self.baselines(problem)
+            await self.baselines(problem, early)
         if self.result.correct:
             finish(self.result, margin=self.opts.reward_margin, sanity_bound=self.opts.speedup_sanity_bound)
 
@@ -276,7 +365,8 @@ class _Run:
         # The child starts (fork, hardening, CUDA context) while the reference is prepared; it waits
         # for its draws (`go`) and then for the gate between steps (gate.py).
         await self.lease.start_child()
-        child = ChildProcess(self.ev.zygote, spec)
+        region = OutputRegion()  # the child's trial outputs: created before the fork, sealed after prepare
+        child = ChildProcess(self.ev.zygote, spec, region.fd)
         try:
             try:
                 await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
@@ -287,48 +377,95 @@ class _Run:
                     print_seed=secrets.randbits(62),  # never sent before the timed call it is for
                 influence_checks=self.opts.influence_checks)
                 prepare_s = time.monotonic() - t_gate
+                await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
             except BaseException:
                 child.kill()
                 raise
             verify = self.stage("verify", ok=None)
-            session = _CandidateSession(self, prepared, work)
+            session = _CandidateSession(self, prepared, work, region)
             session.marks.append(("reference prepared", time.monotonic() - t0))
             ok = await session.run(verify, child)
         finally:
             await self.lease.release()
             await self.lease.child_ended()  # the child is dead (session.run kills it)
+            pinned = region.shared is not None and region.shared.pinned
+            region.close()
         verify.duration_s = time.monotonic() - t0
         marks = " | ".join(f"{name} {at:.2f}s" for name, at in session.marks_since(t0))
         shared = "shared with other evaluations" if self.lease.overlapped else "no other evaluation"
         verify.log = (verify.log + f"\nphases (s since start): {marks}"
                       f"\ndevice: reference {prepare_s:.2f}s; waited for the gate {self.lease.waited_s:.2f}s; "
-                      f"alone {session.exclusive_s:.2f}s; {shared}").strip()
+                      f"alone {session.exclusive_s:.2f}s; {shared}"
+                      f"\ntrial outputs: {session.region_reads} through the shared region{' (pinned)' if pinned else ''}, "
+                      f"{session.file_reads} through files").strip()
         return ok
 
-    async def baselines(self, problem: Problem) -> None:
+    async def baselines(self, problem: Problem, early: "asyncio.Task[baseline_mod.Baselines] | None" = None) -> None:
+        """Serve the task's baselines from the cache, else measure them (device solo); `early`: the
+        measurement `start_baselines` ran during the compile (cuda)."""
         t0 = time.monotonic()
-        tf32 = self.opts.precision_policy is PrecisionPolicy.MATCHED
-        n_sets = self.opts.timed_calls
-        key = baseline_mod.baseline_key(problem, self.result.receipt.device_name, torch.__version__, tf32, n_sets,
-                                        device=self.job.device, warmup=self.opts.warmup_calls)
-        cached = None if self.opts.refresh_baselines else self.ev.baseline_cache.get(key)
-        if cached is None:
-            await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
-            cached = await baseline_mod.measure(
-                problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index, tf32=tf32,
-                n_sets=n_sets, warmup=self.opts.warmup_calls, key=key, timeout_s=self.ev.config.baseline_timeout_s)
-            self.ev.baseline_cache.put(cached)
-            hit = False
+        notes: list[str] = []
+        started_s: float | None = t0 - self.t0
+        if early is not None:
+            cached, hit = early.result(), False  # its failure is this stage's, as in the sequential order
+            began, ended = self._early_span
+            started_s, duration_s = began - self.t0, ended - began
+            compile_stage = self.result.stages.get("compile")
+            if compile_stage is not None and compile_stage.started_s is not None and compile_stage.duration_s:
+                compile_end = compile_stage.started_s + compile_stage.duration_s
+                notes.append(f"measured during the candidate's compile: began {compile_end - started_s:.2f} s "
+                             "before the compile ended")
         else:
-            hit = True
+            key = self.baseline_key(problem)
+            cached = None if self.opts.refresh_baselines else self.ev.baseline_cache.get(key)
+            hit = cached is not None
+            if cached is None:
+                await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
+                cached = await self._measure(problem, key)
+            duration_s = time.monotonic() - t0
         self.result.timings["eager"] = cached.eager
         self.result.eager_us = cached.eager.median_us
         if cached.torch_compile is not None:
             self.result.timings["torch_compile"] = cached.torch_compile
             self.result.torch_compile_us = cached.torch_compile.median_us
         self.result.warnings += cached.warnings
-        notes = ([f"torch.compile unavailable: {cached.compile_error}"] if cached.compile_error else []) + cached.warnings
-        self.stage("baselines", ok=True, cached=hit, duration_s=time.monotonic() - t0, log="\n".join(notes))
+        notes += ([f"torch.compile unavailable: {cached.compile_error}"] if cached.compile_error else []) + cached.warnings
+        self.stage("baselines", ok=True, cached=hit, duration_s=duration_s, started_s=started_s, log="\n".join(notes))
+
+    def baseline_key(self, problem: Problem) -> str:
+        return baseline_mod.baseline_key(
+            problem, self.result.receipt.device_name, torch.__version__,
+            self.opts.precision_policy is PrecisionPolicy.MATCHED, self.opts.timed_calls,
+            device=self.job.device, warmup=self.opts.warmup_calls)
+
+    async def _measure(self, problem: Problem, key: str) -> baseline_mod.Baselines:
+        """Time the baselines (the caller holds the device solo) and cache them."""
+        measured = await baseline_mod.measure(
+            problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index,
+            tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, n_sets=self.opts.timed_calls,
+            warmup=self.opts.warmup_calls, key=key, timeout_s=self.ev.config.baseline_timeout_s)
+        self.ev.baseline_cache.put(measured)
+        return measured
+
+    def start_baselines(self, problem: Problem) -> "asyncio.Task[baseline_mod.Baselines] | None":
+        """On a baseline cache miss, start measuring them now (while the candidate compiles); None on a hit."""
+        key = self.baseline_key(problem)
+        if not self.opts.refresh_baselines and self.ev.baseline_cache.get(key) is not None:
+            return None  # served after verification, as ever
+        return asyncio.create_task(self._measure_solo(problem, key))
+
+    async def _measure_solo(self, problem: Problem, key: str) -> baseline_mod.Baselines:
+        # A lease of its own: held solo only while measuring, so the candidate's verification after it
+        # shares the device with other evaluations as usual (the run's lease would stay solo to its end).
+        lease = self.ev.gate.lease()
+        try:
+            await lease.acquire_solo()
+            began = time.monotonic()
+            measured = await self._measure(problem, key)
+            self._early_span = (began, time.monotonic())
+            return measured
+        finally:
+            await lease.close()
 
 
 def _fast_tmp() -> str | None:
@@ -342,8 +479,10 @@ def _fast_tmp() -> str | None:
 class _CandidateSession:
     """Drives one candidate child through verification and timing, judging each message."""
 
-    def __init__(self, run: _Run, prepared: PreparedReference, work: str) -> None:
+    def __init__(self, run: _Run, prepared: PreparedReference, work: str, region: OutputRegion | None = None) -> None:
         self.run_ = run
+        self.region = region
+        self.region_reads = self.file_reads = 0
         self.result = run.result
         self.prepared = prepared
         self.work = work
@@ -424,7 +563,8 @@ class _CandidateSession:
             assert self.child is not None
             self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
                           timing_draws=[d.model_dump() for d in self.prepared.timing_draws],
-                          poison_bytes=self.prepared.output_nbytes)
+                          poison_bytes=self.prepared.output_nbytes,
+                          output_region_bytes=self.region.nbytes if self.region is not None else 0)
         elif event == "calibrated":
             await self._go_on()
         elif event == "drawn":
@@ -512,7 +652,11 @@ class _CandidateSession:
         return None
 
     def _check_trial(self, k: int, layout: Any) -> str | None:
-        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, self.run_.ev.device)
+        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, self.run_.ev.device, self.region)
+        if any(isinstance(entry, dict) and entry.get("shared") for entry in layout):
+            self.region_reads += 1
+        else:
+            self.file_reads += 1
         if k in self.prepared.influence.values():  # a draw an influence twin perturbs
             self.kept[k] = outputs
         self.twin_outputs = outputs if k in self.prepared.influence else None
@@ -592,4 +736,4 @@ async def evaluate_job(job: EvalJob, config: EvaluatorConfig | None = None) -> E
         return await evaluator.evaluate(job)
 
 
-__all__ = ["Evaluator", "EvaluatorConfig", "evaluate_job"]
+__all__ = ["Evaluator", "EvaluatorConfig", "PendingBuild", "evaluate_job", "overlap_baselines"]

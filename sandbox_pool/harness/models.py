@@ -100,6 +100,9 @@ class StageOutcome(BaseModel):
     ran: bool = Field(False, description="Whether the stage ran.")
     ok: bool | None = Field(None, description="Whether it passed; None if it did not run.")
     duration_s: float | None = Field(None, description="Wall time of the stage.")
+    started_s: float | None = Field(
+        None, description="When the stage began, seconds after the evaluator took the job (negative: before, e.g. "
+        "the compile the one-shot path starts first); None when unknown (a build made elsewhere).")
     log: str = Field("", description="Truncated log (compiler errors, mismatch report, ...).")
     cached: bool = Field(False, description="Served from a cache (compile, baselines).")
 

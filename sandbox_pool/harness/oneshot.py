@@ -3,8 +3,11 @@
     1. static check    in this process, before torch is imported or any worker starts:
                        a rejected candidate is answered in milliseconds
     2. result cache    an unchanged candidate (same key: `result_cache`) is answered from disk
-    3. evaluation      the evaluator's forkserver starts (torch import, in a thread) while the
-                       candidate compiles (content-addressed build cache), then verify / time
+    3. evaluation      the evaluator's forkserver is launched first (it boots while this process
+                       imports torch); the candidate's compile starts (content-addressed build
+                       cache); meanwhile the forkserver finishes its start (CUDA probe), the
+                       evaluator takes the job and, on cuda, measures the task's baselines if they
+                       are not cached; then verify / time (evaluator.overlap_baselines)
 
 Steps 1 and 2 import neither torch nor the evaluator. The verdicts are the evaluator's own:
 step 1 runs the same `check_candidate` the evaluator runs first, step 2 serves a result the
@@ -13,7 +16,6 @@ evaluator produced for exactly this key.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from pathlib import Path
@@ -27,6 +29,7 @@ from cuda_agent.sandbox_pool.harness.verdict import fail
 
 if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.harness.evaluator import EvaluatorConfig
+    from cuda_agent.sandbox_pool.harness.runner import Zygote
 
 
 def static_verdict(job: EvalJob) -> EvalResult | None:
@@ -80,32 +83,41 @@ async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = N
         hit = cache.get(key)
         if hit is not None:
             return hit
-    if before_evaluation is not None:
-        before_evaluation()
-    result = await _evaluate(job, config, cache_root)
+    # The forkserver boots (python, torch import, CUDA probe: ~7 s on an H200) while this process
+    # imports torch for the reference and the evaluator; nothing it runs depends on them.
+    from cuda_agent.sandbox_pool.harness.runner import Zygote
+
+    zygote = Zygote(cuda=job.device == "cuda")
+    zygote.launch()
+    try:
+        if before_evaluation is not None:
+            before_evaluation()
+        result = await _evaluate(job, config, cache_root, zygote)
+    except BaseException:
+        zygote.close()
+        raise
     # Keyed again: this evaluation may have measured (created) the task's baselines.
     cache.put(result_key(job, cache_root, _settings(config, True, 16384)), result)
     return result
 
 
-async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: Path) -> EvalResult:
+async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: Path, zygote: "Zygote") -> EvalResult:
     from cuda_agent.sandbox_pool.harness.compiler import build_extension
-    from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig
+    from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig, PendingBuild
 
     cfg = config or EvaluatorConfig(device=job.device, cache_dir=cache_root)
-    evaluator = Evaluator(cfg)
+    evaluator = Evaluator(cfg, zygote=zygote)
+    # The compile starts first and runs on while the forkserver starts (torch import, CUDA probe), the
+    # evaluator takes the job (its receipt initialises CUDA here) and, on cuda, measures the task's
+    # missing baselines (evaluator.overlap_baselines). A broken toolchain: the evaluator builds again
+    # and reports it as an infra_error result.
+    build = PendingBuild(build_extension(job.files, job.device, cache_dir=evaluator.cache_dir,
+                                         timeout_s=job.options.compile_timeout_s))
     try:
-        # The forkserver's torch import (seconds) overlaps the compile: both are needed, neither waits.
-        started, build = await asyncio.gather(
-            evaluator.start(),
-            build_extension(job.files, job.device, cache_dir=evaluator.cache_dir,
-                            timeout_s=job.options.compile_timeout_s),
-            return_exceptions=True)
-        if isinstance(started, BaseException):
-            raise started
-        # A broken toolchain: the evaluator builds again and reports it as an infra_error result.
-        return await evaluator.evaluate(job, build=None if isinstance(build, BaseException) else build)
+        await evaluator.start()
+        return await evaluator.evaluate(job, build=build)
     finally:
+        await build.settle()  # awaited already, unless the evaluator failed to start: it still lands in the cache
         await evaluator.close()
 
 

@@ -5,7 +5,8 @@ The child draws its inputs itself, from seeds the parent chooses after the child
 inputs are drawn before any candidate code is loaded and their digests are checked by the
 parent, so a problem whose draws are not reproducible is reported as such. Weights travel
 in one file (loaded with `weights_only=True`); the child's trial outputs come back as raw
-bytes described by a JSON layout; messages on the pipe are plain JSON, never pickles.
+bytes in a sealed shared-memory region (output_buffer.py; a file when they do not fit)
+described by a JSON layout; messages on the pipe are plain JSON, never pickles.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class Draw(BaseModel):
 
 
 class TensorLayout(BaseModel):
-    """Where one output sits in a raw output file; a Python scalar output has `value` instead."""
+    """Where one output sits: in the shared output region (`shared`, output_buffer.py) or in the
+    trial's raw output file; a Python scalar output has `value` instead."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -43,6 +45,7 @@ class TensorLayout(BaseModel):
     offset: int = 0
     nbytes: int = 0
     value: float | int | bool | None = None
+    shared: bool = False
 
 
 class ChildSpec(BaseModel):
@@ -67,6 +70,8 @@ class ChildSpec(BaseModel):
     memory_limit_mb: int | None = None
     file_size_mb: int = 1024
     poison_bytes: int = 0
+    output_region_bytes: int = 0
+    """Size of the sealed shared region (its fd came with the fork) for trial outputs; 0: files."""
     ci_target: float | None = None
     """Reference children: stop timing (after whole blocks of `min_timed_calls`) once the median's
     CI half-width is at most this fraction of the median (None: make every planned call)."""
@@ -74,3 +79,7 @@ class ChildSpec(BaseModel):
     max_timing_s: float | None = None
     gated: bool = False
     """Pause after each step until the parent answers (it shares the device with other evaluations: gate.py)."""
+    compile_cache_dir: str | None = None
+    """Reference children only: a trusted inductor/triton cache shared by baseline children (they run only
+    the problem's own code), so a parallel warm-up can compile for the timed pass. Candidates ignore it:
+    their caches stay private to their work folder."""

@@ -32,27 +32,50 @@ logger = logging.getLogger(__name__)
 class Zygote:
     """A template process that forks evaluation children on request."""
 
-    def __init__(self, cuda: bool = False) -> None:
+    def __init__(self, cuda: bool = False, env: dict[str, str] | None = None) -> None:
         self.cuda = cuda
+        self.env = env  # extra environment of the zygote and so of its children (None: this process's)
         self.level = ""
         self.probe: dict[str, str] = {}
         self._lock = threading.Lock()
         self._exits: dict[int, int] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctrl: socket.socket | None = None
+        self._ready = False
+        self.boot: dict[str, float] = {}
+
+    def launch(self) -> None:
+        """Start the zygote's process without waiting for it (it imports torch and probes CUDA for
+        seconds: a caller with other work, e.g. `cuda-agent eval` importing torch itself, overlaps them)."""
+        with self._lock:
+            self._launch()
+
+    def _launch(self) -> bool:
+        """Popen the zygote unless one is running or launched; True if it was launched now or before
+        and has not reported ready yet."""
+        if self._proc is not None and self._proc.poll() is None:
+            return self._ctrl is not None and not self._ready
+        if self._ctrl is not None:  # a zygote that died: its socket goes with it
+            self._ctrl.close()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno()),
+             *(["--cuda"] if self.cuda else [])],
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, cwd="/",
+            env={**os.environ, **self.env} if self.env else None,
+        )
+        theirs.close()
+        self._ctrl = ours
+        self._ready = False
+        return True
 
     def start(self) -> None:
+        """Launch the zygote if needed and wait until it is ready to fork children."""
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
+            if not self._launch():
                 return
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno()),
-                 *(["--cuda"] if self.cuda else [])],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, cwd="/",
-            )
-            theirs.close()
-            self._ctrl = ours
+            ours = self._ctrl
+            assert ours is not None
             ours.settimeout(120)
             try:
                 ready = json.loads(ours.recv(4096) or b"{}")
@@ -60,7 +83,10 @@ class Zygote:
                 raise InfraError(f"the evaluation zygote did not start: {exc}") from exc
             if not ready.get("ready"):
                 raise InfraError("the evaluation zygote did not start (is torch importable?)")
+            self._ready = True
             self.level, self.probe = str(ready.get("level", "")), dict(ready.get("probe") or {})
+            self.boot = {k: float(v) for k, v in (ready.get("boot") or {}).items()}
+            logger.info("evaluation zygote ready: %s", ", ".join(f"{k} {v:.2f}" for k, v in self.boot.items()))
             if self.cuda and self.probe and self.level != "pidns+ro":
                 logger.warning("candidate isolation on this GPU machine: %s (probe: %s)", self.level, self.probe)
             self._exits.clear()
@@ -76,12 +102,14 @@ class Zygote:
             raise WorkerCrashedError("the evaluation zygote died")
         return json.loads(data)
 
-    def spawn(self, spec_json: str, fd: int, clock_fd: int) -> int:
-        """Fork a child that runs `spec_json` on pipe `fd` (stamps on `clock_fd`); returns its pid."""
+    def spawn(self, spec_json: str, fd: int, clock_fd: int, outputs_fd: int | None = None) -> int:
+        """Fork a child that runs `spec_json` on pipe `fd` (stamps on `clock_fd`, trial outputs in the
+        region `outputs_fd`); returns its pid."""
         self.start()
         with self._lock:
             assert self._ctrl is not None
-            socket.send_fds(self._ctrl, [spec_json.encode()], [fd, clock_fd])
+            fds = [fd, clock_fd] + ([outputs_fd] if outputs_fd is not None else [])
+            socket.send_fds(self._ctrl, [spec_json.encode()], fds)
             while True:
                 message = self._read(60)
                 if message is None:
@@ -130,7 +158,7 @@ class ChildTimeout(Exception):
 class ChildProcess:
     """One running evaluation child."""
 
-    def __init__(self, zygote: Zygote, spec: ChildSpec) -> None:
+    def __init__(self, zygote: Zygote, spec: ChildSpec, outputs_fd: int | None = None) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         clock_ours, clock_theirs = clock.pair()
         self._zygote = zygote
@@ -138,7 +166,7 @@ class ChildProcess:
         self.clock = clock.OutsideClock(clock_ours)
         ours.close()
         try:
-            self.pid = zygote.spawn(spec.model_dump_json(), theirs.fileno(), clock_theirs.fileno())
+            self.pid = zygote.spawn(spec.model_dump_json(), theirs.fileno(), clock_theirs.fileno(), outputs_fd)
         finally:
             theirs.close()
             clock_theirs.close()

@@ -4,6 +4,7 @@ KernelBench-shaped folder, ``cuda-agent baselines`` and the ranking comparison w
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,9 +54,34 @@ def test_ranking_comparison_with_published_timings(tmp_path):
                            str(timing), "--out", str(tmp_path / "table.md")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "table.md").read_text()
-    assert "| level1 | eager | 4 | 1.000 | 0.50 |" in table  # same order; ours 10 us vs theirs 20 us
-    assert "| level1 | compile | 4 | -1.000 |" in table
+    assert "| timing | level1 | eager | 4 | 1.000 | 0.50 |" in table  # same order; ours 10 us vs theirs 20 us
+    assert "| timing | level1 | compile | 4 | -1.000 |" in table
+    # compile beats eager everywhere in ours; in theirs only where 0.01 * (5 - i) < 0.02 * i, i.e. i >= 2
+    assert "| timing | level1 | compile < eager | 4 | agree 3/4 | ours 4, theirs 3 |" in table
     assert "NVIDIA H100" in table
+
+
+@pytest.mark.parametrize("content", [None, "", "\n\n"])
+def test_ranking_comparison_without_baselines_writes_an_empty_table(tmp_path, content):
+    """The GPU phase's baseline pass measured nothing (its file missing or empty): a clear note, not a crash."""
+    ours = tmp_path / "ours.jsonl"
+    if content is not None:
+        ours.write_text(content)
+    done = subprocess.run([sys.executable, "benchmarks/runner/compare_baselines.py", str(ours), str(tmp_path / "none"),
+                           "--out", str(tmp_path / "table.md")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "No baselines were measured" in (tmp_path / "table.md").read_text()
+    assert done.stderr.strip().splitlines() == [
+        f"compare_baselines: no baselines measured ({ours} missing or empty); wrote {tmp_path / 'table.md'}"]
+
+
+def test_ranking_comparison_names_a_broken_line(tmp_path):
+    ours = tmp_path / "ours.jsonl"
+    ours.write_text(json.dumps({"task_id": "level1/1_P", "eager_us": 1.0}) + "\n{not json\n")
+    done = subprocess.run([sys.executable, "benchmarks/runner/compare_baselines.py", str(ours), str(tmp_path),
+                           "--out", str(tmp_path / "table.md")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert done.stderr.strip() == f"compare_baselines: {ours}:2 is not a `cuda-agent baselines` line"
 
 
 @pytest.mark.slow
@@ -71,3 +97,67 @@ def test_baselines_command_on_cpu(tmp_path):
     assert line["task_id"] == f"level1/{TASK}" and line["eager_us"] > 0 and line["device_name"]
     again = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert json.loads(again.stdout)["measured"] == 0  # resumable: the task is already in the file
+
+
+def _small_problems(root: Path) -> Path:
+    """A KernelBench-shaped folder with two small problems (one level each), cheap to compile on CPU."""
+    kernelbench_folder(root)
+    level2 = root / "KernelBench" / "level2"
+    level2.mkdir()
+    (level2 / "1_Gemm_ReLU.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(32, 16)\n\n    def forward(self, x):\n"
+        "        return torch.relu(self.fc(x)) * 2.0\n\n\ndef get_inputs():\n    return [torch.randn(8, 32)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    return root
+
+
+@pytest.mark.slow
+def test_baselines_parallel_warm_up_budget_and_resume(tmp_path):
+    """--jobs 2: both problems compiled ahead into the shared compile cache, then timed; a budget of 0
+    stops before any device work and says what is left; baselines already in the cache cost nothing."""
+    checkout = _small_problems(tmp_path / "kb")
+    base = [sys.executable, "-m", "cuda_agent.cli.main", "baselines", "--kernelbench", str(checkout), "--level", "1,2",
+            "--device", "cpu", "--timed-calls", "3", "--json"]
+
+    def run(*extra: str, cache: str = "cache") -> tuple[dict, str]:
+        env = {**os.environ, "CUDA_AGENT_CACHE": str(tmp_path / cache)}
+        done = subprocess.run(base + list(extra), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout), done.stderr
+
+    stopped, err = run("--jobs", "2", "--budget", "0", "--out", str(tmp_path / "stopped.jsonl"))
+    assert (stopped["measured"], stopped["remaining"], stopped["budget_spent"]) == (0, 2, True)
+    assert "2 task(s) left" in err
+    summary, _ = run("--jobs", "2", "--out", str(tmp_path / "a.jsonl"))
+    assert (summary["measured"], summary["warmed"], summary["warm_failed"], summary["failed"]) == (2, 2, 0, 0)
+    lines = [json.loads(text) for text in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert {line["task_id"] for line in lines} == {f"level1/{TASK}", "level2/1_Gemm_ReLU"}
+    assert all(line["warmed"] and line["eager_us"] > 0 and line["torch_compile_us"] > 0 for line in lines)
+    compile_cache = tmp_path / "cache" / "reference_compile"
+    assert len(list((compile_cache / "warmed").iterdir())) == 2
+    graphs = lambda cache: [p for p in (cache / "inductor" / "fxgraph").rglob("*") if p.is_file()]  # noqa: E731
+    # without a warm-up the timed compile children write the shared cache themselves: one graph per problem ...
+    serial, _ = run("--jobs", "1", "--out", str(tmp_path / "serial.jsonl"), cache="serial_cache")
+    assert serial["warmed"] == 0 and len(graphs(tmp_path / "serial_cache" / "reference_compile")) == 2
+    # ... so after warm-up + timing still one each: the timed children loaded the warm-up's (a miss adds its own)
+    assert len(graphs(compile_cache)) == 2
+    again, _ = run("--jobs", "2", "--budget", "0", "--out", str(tmp_path / "b.jsonl"))  # a fresh file, a warm cache
+    assert (again["measured"], again["cached"], again["remaining"], again["budget_spent"]) == (2, 2, 0, False)
+
+
+def test_warm_up_autotuning_choices_are_forgotten(tmp_path):
+    """Triton configurations chosen by warm-up children that shared the device are deleted; choices a
+    timed (solo) child made before the warm-up and the compiled kernels stay."""
+    import time
+
+    from cuda_agent.evaluation.baselines import forget_autotuning
+
+    folder = tmp_path / "inductor" / "ab"
+    folder.mkdir(parents=True)
+    solo, shared, kernel = folder / "k1.best_config", folder / "k2.best_config", folder / "k2.py"
+    for path in (solo, shared, kernel):
+        path.write_text("{}")
+    os.utime(solo, (time.time() - 120, time.time() - 120))
+    assert forget_autotuning(tmp_path, since=time.time() - 30) == 1
+    assert solo.exists() and not shared.exists() and kernel.exists()

@@ -23,13 +23,19 @@ def composed(name: str, overrides: list[str] = ()):
         return compose(config_name=name, overrides=[*REQUIRED, *overrides])
 
 
+# veRL 0.9.1's default (v1) trainer and worker, and the legacy v0 one (main_ppo picks by trainer.use_v1)
+USE_V1 = ["trainer.use_v1=true", "trainer.use_v1=false"]
+
+
+@pytest.mark.parametrize("use_v1", USE_V1)
 @pytest.mark.parametrize("name", CONFIGS)
-def test_composes_and_passes_veRL_validation(name, tiny_model_dir):
+def test_composes_and_passes_veRL_validation(name, use_v1, tiny_model_dir):
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    config = composed(name, [f"actor_rollout_ref.model.path={tiny_model_dir}"])
+    config = composed(name, [f"actor_rollout_ref.model.path={tiny_model_dir}", use_v1])
     OmegaConf.resolve(config)
+    assert config.trainer.use_v1 is (use_v1 == "trainer.use_v1=true")
     assert need_critic(config) and not need_reference_policy(config)
     validate_config(config, use_reference_policy=False, use_critic=True)
     # the dataclass configs veRL's workers build from these sections
@@ -55,6 +61,26 @@ def test_recipe_values(name):
     assert config.actor_rollout_ref.rollout.max_model_len == context
 
 
+@pytest.mark.parametrize("use_v1", USE_V1)
+def test_agentic_config_with_our_group_estimator_passes_veRL_validation(use_v1, tiny_model_dir):
+    """The documented critic-free variant: cuda_agent_grpo with rollout.n > 1."""
+    from verl.trainer.config import AlgoConfig
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    from verl.trainer.ppo.utils import need_critic
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    from cuda_agent.recipe.advantage import ESTIMATOR_NAME, compute_valid_group_advantage
+
+    config = composed("cuda_agent_agentic_ppo", [f"actor_rollout_ref.model.path={tiny_model_dir}", use_v1,
+                                                 f"algorithm.adv_estimator={ESTIMATOR_NAME}",
+                                                 "actor_rollout_ref.rollout.n=8"])
+    OmegaConf.resolve(config)
+    assert not need_critic(config)
+    validate_config(config, use_reference_policy=False, use_critic=False)
+    assert isinstance(omega_conf_to_dataclass(config.algorithm), AlgoConfig)
+    assert get_adv_estimator_fn(config.algorithm.adv_estimator) is compute_valid_group_advantage
+
+
 def test_agentic_loop_config_is_valid_and_limits_match():
     from cuda_agent.recipe.loop_config import loop_config_from_kwargs
 
@@ -67,18 +93,20 @@ def test_agentic_loop_config_is_valid_and_limits_match():
     assert train.limits.max_total_tokens == 131072
 
 
+@pytest.mark.parametrize("use_v1", USE_V1)
 @pytest.mark.parametrize("name", CONFIGS)
-def test_main_ppo_command_line_composes_it(name):
+def test_main_ppo_command_line_composes_it(name, use_v1):
     """The exact entry point of the stage scripts, stopped after composition (--cfg job)."""
     completed = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", f"--config-path={CONFIG_DIR}", f"--config-name={name}",
-         *REQUIRED, "--cfg", "job", "--resolve"],
+         *REQUIRED, use_v1, "--cfg", "job", "--resolve"],
         capture_output=True, text=True, timeout=300, cwd=REPO,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     job = OmegaConf.create(completed.stdout)
     assert job.reward.custom_reward_function.name == "compute_score"
     assert job.actor_rollout_ref.rollout.agent.default_agent_loop in ("cuda_agent", "cuda_agent_single_turn")
+    assert job.trainer.use_v1 is (use_v1 == "trainer.use_v1=true")
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ PROBE = textwrap.dedent(
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     print(sorted(name for name in _agent_loop_registry if name.startswith("cuda_agent")))
     print(_agent_loop_registry["cuda_agent"]["_target_"])
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    print(get_adv_estimator_fn("cuda_agent_grpo").__module__)
     """
 )
 
@@ -47,6 +49,7 @@ def test_plain_import_verl_registers_our_agent_loops():
     out = run_python(PROBE).splitlines()
     assert out[0] == "['cuda_agent', 'cuda_agent_single_turn']"
     assert out[1] == "cuda_agent.recipe.agent_loop.CudaAgentLoop"
+    assert out[2] == "cuda_agent.recipe.advantage"  # the trainer's driver resolves our estimator by name
 
 
 def test_registered_class_is_instantiable_by_hydra_target():

@@ -126,27 +126,39 @@ def harden_child(*, isolate: bool, memory_limit_mb: int | None, file_size_mb: in
     return ",".join(parts)
 
 
-def probe_level(check: Callable[[], None], timeout_s: float = 60.0) -> tuple[str, dict[str, str]]:
+def start_probe(check: Callable[[], None], level: str, timeout_s: float = 60.0) -> int:
+    """Fork a process that applies `level` and runs `check()`; its exit status says whether it worked."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            signal.alarm(int(timeout_s))
+            harden_child(isolate=True, memory_limit_mb=None, file_size_mb=16, work_dir="/tmp", level=level)
+            check()
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def probe_outcome(pid: int) -> str:
+    """'ok' or why not, once the probe process `pid` has ended."""
+    _, status = os.waitpid(pid, 0)
+    return "ok" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else f"failed (status {status})"
+
+
+def probe_level(check: Callable[[], None], timeout_s: float = 60.0,
+                started: int | None = None) -> tuple[str, dict[str, str]]:
     """The strongest level of `LEVELS` under which `check()` (e.g. a CUDA initialisation) works.
 
     Each level is tried in a forked process (this process stays single-threaded and untouched);
-    returns (level, outcome per level tried).
+    `started`: the pid of a probe of the strongest level already forked (`start_probe`), which
+    the caller overlapped with other start-up work. Returns (level, outcome per level tried).
     """
     tried: dict[str, str] = {}
-    for level in LEVELS:
-        pid = os.fork()
-        if pid == 0:
-            code = 3
-            try:
-                signal.alarm(int(timeout_s))
-                harden_child(isolate=True, memory_limit_mb=None, file_size_mb=16, work_dir="/tmp", level=level)
-                check()
-                code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        tried[level] = "ok" if ok else f"failed (status {status})"
-        if ok:
+    for i, level in enumerate(LEVELS):
+        pid = started if i == 0 and started is not None else start_probe(check, level, timeout_s)
+        tried[level] = probe_outcome(pid)
+        if tried[level] == "ok":
             return level, tried
     return "none", tried

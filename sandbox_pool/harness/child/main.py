@@ -25,6 +25,7 @@ from cuda_agent.sandbox_pool.harness.child.timing import Timer
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.inputs import digest, draw
+from cuda_agent.sandbox_pool.harness.output_buffer import SharedOutputs, attach
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
 from cuda_agent.sandbox_pool.harness.stats import relative_half_width
 
@@ -39,19 +40,23 @@ class _Stop(Exception):
 
 
 class Child:
-    def __init__(self, spec: ChildSpec, conn: Any, stamps: Any = None) -> None:
+    def __init__(self, spec: ChildSpec, conn: Any, stamps: Any = None, outputs_fd: int | None = None) -> None:
         self.spec = spec
         self.conn = conn
         self.stamps = stamps  # the outside clock's socket (clock.py)
         self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
         self.guard: ComputeGuard | None = None
         self.problem: types.ModuleType | None = None
+        self.outputs_fd = outputs_fd
+        self.region: SharedOutputs | None = None
 
     def wait_for_go(self) -> None:
         """Block until the parent has prepared the reference; it sends the draws and sizes then."""
         go = json.loads(self.conn.recv_bytes(1 << 24))
-        update = {k: go[k] for k in ("trial_draws", "timing_draws", "poison_bytes") if k in go}
+        update = {k: go[k] for k in ("trial_draws", "timing_draws", "poison_bytes", "output_region_bytes") if k in go}
         self.spec = ChildSpec.model_validate({**self.spec.model_dump(), **update})
+        # The parent has sized and sealed the region by now; mapped before any candidate code exists.
+        self.region = attach(self.outputs_fd, self.spec.output_region_bytes, pin=self.spec.device == "cuda")
 
     def step_done(self, **message: Any) -> None:
         """Report a finished step; a gated child then waits until the parent lets it use the device again
@@ -162,8 +167,12 @@ class Child:
         return bad
 
     def write_outputs(self, k: int, outputs: list[Any]) -> list[dict[str, Any]]:
-        """Raw bytes of the outputs in out_<k>.bin and their layout (the parent reads bytes, never pickles)."""
-        layout: list[dict[str, Any]] = []
+        """Raw bytes of the outputs in the shared region, or in out_<k>.bin when they do not fit
+        there, and their layout (the parent reads bytes, never pickles)."""
+        layout = self.region.write(outputs) if self.region is not None else None
+        if layout is not None:
+            return layout
+        layout = []
         offset = 0
         with open(os.path.join(self.spec.work_dir, output_file(k)), "wb") as handle:
             for value in outputs:
@@ -260,15 +269,19 @@ class Child:
                   violations=list(self.guard.violations) if self.guard else [])
 
 
-def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any = None) -> None:
+def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any = None,
+                outputs_fd: int | None = None) -> None:
     """Target of the child process."""
     spec = ChildSpec.model_validate_json(spec_json)
     # Anything torch or the toolchain writes goes to the private work folder (the rest of the
     # file system is read-only for the child).
     os.environ["TMPDIR"] = spec.work_dir
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(spec.work_dir, "inductor")
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(spec.work_dir, "triton")
-    child = Child(spec, conn, stamps)
+    # A baseline (reference role: the problem's own, trusted code) may share a compile cache with
+    # other baseline children; a candidate's stays private.
+    compile_cache = spec.compile_cache_dir if spec.role == "reference" and spec.compile_cache_dir else spec.work_dir
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(compile_cache, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(compile_cache, "triton")
+    child = Child(spec, conn, stamps, outputs_fd)
     try:
         try:
             isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,

@@ -1,9 +1,10 @@
 """The pre-warmed template process: imports torch once, then forks one child per request.
 
-Started by the trusted worker (`runner.Zygote`) before it initialises CUDA. Requests
-arrive on a SOCK_SEQPACKET control socket as (spec JSON, one file descriptor for the
-child's pipe); the zygote answers {"pid": N} and later {"exit": N, "status": S} when the
-child ends. Nothing is pickled in either direction.
+Started by the trusted worker (`runner.Zygote`). Requests arrive on a SOCK_SEQPACKET
+control socket as (spec JSON, file descriptors for the child's pipe, its clock stamps and,
+for a candidate, its shared trial-output region); the zygote answers {"pid": N} and later
+{"exit": N, "status": S} when the child ends. Nothing is pickled in either direction. Its
+ready message carries its boot phases (seconds), which the worker logs.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import os
 import signal
 import socket
 import sys
+import time
 from multiprocessing.connection import Connection
 
-import torch  # noqa: F401  - the point of the zygote: children start with torch imported
-import torch._dynamo  # noqa: F401  - imported lazily by dispatch modes; its import writes caches, which
-#                                   the children's read-only file system would refuse
+_T0 = time.monotonic()
+import torch  # noqa: F401,E402  - the point of the zygote: children start with torch imported
+
+_T_TORCH = time.monotonic()
 
 from cuda_agent.sandbox_pool.harness.child import main as child_main
-from cuda_agent.sandbox_pool.harness.child.hardening import LEVELS, probe_level
+from cuda_agent.sandbox_pool.harness.child.hardening import LEVELS, probe_level, start_probe
 
 PR_SET_PDEATHSIG = 1
 
@@ -47,15 +50,26 @@ def _cuda_works() -> None:
 
 
 def serve(ctrl: socket.socket, cuda: bool) -> None:
-    # Before any child exists: find the strongest isolation under which CUDA initialises here.
-    level, tried = probe_level(_cuda_works) if cuda else (LEVELS[0], {})
+    # Before any child exists: find the strongest isolation under which CUDA initialises here. The
+    # strongest level's probe (a fork that initialises CUDA, ~1-2 s on a GPU machine) runs while this
+    # process imports torch._dynamo (~1.3 s); the probe's fork happens before any thread exists.
+    t_probe = time.monotonic()
+    started = start_probe(_cuda_works, LEVELS[0]) if cuda else None
+    import torch._dynamo  # noqa: F401  - imported lazily by dispatch modes; its import writes caches, which
+    #                                    the children's read-only file system would refuse
+    t_dynamo = time.monotonic()
+    level, tried = probe_level(_cuda_works, started=started) if cuda else (LEVELS[0], {})
     signal.signal(signal.SIGCHLD, lambda *_: _reap(ctrl))
-    ctrl.send(json.dumps({"ready": True, "level": level, "probe": tried}).encode())
+    boot = {"torch_import_s": _T_TORCH - _T0, "harness_import_s": t_probe - _T_TORCH,
+            "dynamo_import_s": t_dynamo - t_probe, "probe_s_after_dynamo": time.monotonic() - t_dynamo}
+    ctrl.send(json.dumps({"ready": True, "level": level, "probe": tried, "boot": boot}).encode())
     while True:
         try:
-            data, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 2)
+            data, fds, _, _ = socket.recv_fds(ctrl, 1 << 20, 3)
         except InterruptedError:
             continue
+        except OSError:  # the worker closed its end (shutdown): nothing more to serve
+            return
         if not data:
             return
         pid = os.fork()
@@ -63,7 +77,8 @@ def serve(ctrl: socket.socket, cuda: bool) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctrl.close()
             stamps = socket.socket(fileno=fds[1]) if len(fds) > 1 else None
-            child_main.child_entry(Connection(fds[0]), data.decode(), level, stamps)
+            outputs_fd = fds[2] if len(fds) > 2 else None  # the sealed trial-output region (output_buffer.py)
+            child_main.child_entry(Connection(fds[0]), data.decode(), level, stamps, outputs_fd)
             os._exit(0)
         for fd in fds:
             os.close(fd)

@@ -42,6 +42,9 @@ def test_fast_kernel_beats_both_baselines(run) -> None:
     print("cuda_fast:", result.to_public_json(), result.receipt.isolation)
     assert result.status is EvalStatus.OK, result.error
     assert result.reward == 3.0
+    # Trial outputs crossed through the sealed shared region, pinned for DMA (output_buffer.py).
+    assert "through the shared region (pinned), 0 through files" in result.stages["verify"].log, \
+        result.stages["verify"].log
 
 
 def test_slow_kernel_is_correct_but_not_rewarded_for_speed(run) -> None:

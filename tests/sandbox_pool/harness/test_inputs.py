@@ -99,3 +99,27 @@ def test_same_digest_tolerates_reduction_order_of_a_cancelling_sum() -> None:
     assert same_digest([[1.2e-9, abs_sum]], [[-3.5e-9, abs_sum * (1 + 1e-15)]])
     assert not same_digest([[1.0, abs_sum]], [[2.0, abs_sum]])  # a real difference still counts
     assert not same_digest([[0.5, 1.0]], [[0.6, 1.0]])
+
+
+_DIGESTS_SCRIPT = """
+import json, sys, torch
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw
+torch.set_num_threads(int(sys.argv[1]))
+get_inputs = lambda: [torch.randn(256), torch.randn(256, 2048)]
+print(json.dumps([digest(draw(get_inputs, s, d)) for s in range(100, 112) for d in DISTRIBUTIONS]))
+"""
+
+
+def test_digests_of_one_draw_agree_across_thread_counts() -> None:
+    """The evaluator's parent and its child may run torch with different thread counts: the
+    reductions then round differently, and the draw must still count as the same."""
+    import json
+    import subprocess
+    import sys
+
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _DIGESTS_SCRIPT, str(n)], check=True,
+                                      capture_output=True, text=True).stdout) for n in (1, 2)]
+    assert len(runs[0]) == len(runs[1]) > 0
+    assert all(same_digest(a, b) for a, b in zip(*runs))
+    # ...while a draw under another seed never does.
+    assert not same_digest(runs[0][0], runs[0][len(DISTRIBUTIONS)])
