@@ -46,7 +46,7 @@ from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion, region_b
 from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec, output_file
-from cuda_agent.sandbox_pool.harness.reference import PreparedReference, prepare
+from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_stream, prepare
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, Zygote, describe_exit
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 from cuda_agent.sandbox_pool.harness.stats import timing_stats
@@ -371,11 +371,12 @@ class _Run:
             try:
                 await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
                 t_gate = time.monotonic()
-                prepared = await asyncio.to_thread(
-                    prepare, problem, work, self.ev.device, seed=self.seed, trials=self.opts.correctness_trials,
+                prepared = await asyncio.to_thread(  # on a stream of its own: reference.own_stream
+                    own_stream, self.ev.device, prepare, problem, work, self.ev.device, seed=self.seed,
+                    trials=self.opts.correctness_trials,
                     timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol,
                     print_seed=secrets.randbits(62),  # never sent before the timed call it is for
-                influence_checks=self.opts.influence_checks)
+                    influence_checks=self.opts.influence_checks)
                 prepare_s = time.monotonic() - t_gate
                 await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
             except BaseException:
@@ -627,7 +628,8 @@ class _CandidateSession:
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
         try:  # in a thread: the other evaluations' sessions go on meanwhile
-            mismatch = await asyncio.to_thread(self._check_trial, k, message.get("layout"))
+            mismatch = await asyncio.to_thread(own_stream, self.run_.ev.device, self._check_trial, k,
+                                               message.get("layout"))
         except OutputFormatError as exc:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, f"trial {k}: {exc}", [str(exc)])
@@ -669,7 +671,8 @@ class _CandidateSession:
             return True
         twin = self.prepared.trial_draws[k]
         mismatch, ratios = await asyncio.to_thread(
-            influence_mismatch, self.kept[base], self.twin_outputs, self.prepared.trial_outputs[base],
+            own_stream, self.run_.ev.device, influence_mismatch, self.kept[base], self.twin_outputs,
+            self.prepared.trial_outputs[base],
             self.prepared.trial_outputs[k], twin.perturb_fraction)
         self.influence_ratios += ratios
         if mismatch:
