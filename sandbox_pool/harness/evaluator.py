@@ -366,7 +366,11 @@ class _Run:
         # for its draws (`go`) and then for the gate between steps (gate.py).
         await self.lease.start_child()
         region = OutputRegion()  # the child's trial outputs: created before the fork, sealed after prepare
-        child = ChildProcess(self.ev.zygote, spec, region.fd)
+        try:
+            child = ChildProcess(self.ev.zygote, spec, region.fd)
+        except BaseException:
+            region.close()
+            raise
         try:
             try:
                 await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
