@@ -46,7 +46,6 @@ class SharedOutputs:
     """One mapping of the region (the parent's or the child's) as a uint8 tensor."""
 
     def __init__(self, fd: int, nbytes: int, pin: bool) -> None:
-        self.fd = fd
         self.nbytes = nbytes
         self._map: mmap.mmap | None = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         with warnings.catch_warnings():
@@ -58,8 +57,7 @@ class SharedOutputs:
     def write(self, outputs: list[Any]) -> list[dict[str, Any]] | None:
         """Copy the tensors of `outputs` into the region; their layout, or None if they do not fit."""
         assert self.bytes is not None
-        need = sum(aligned(v.numel() * v.element_size()) for v in outputs if isinstance(v, torch.Tensor))
-        if need > self.nbytes:
+        if region_bytes(outputs) > self.nbytes:
             return None
         layout: list[dict[str, Any]] = []
         offset = 0
