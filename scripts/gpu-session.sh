@@ -34,7 +34,7 @@
 #                                         trajectories; kb_baselines.jsonl), kb_baseline_ranking.md, kernelbench.log
 #   kbbaselines  issue 14: the full baseline pass, eager + torch.compile of every KernelBench problem of KB_LEVELS
 #           (1,2,3), resumable over calls: results and caches live in .cache/kbbaselines/ (git-ignored; the device
-#           keeps it while warm; never carry it there: it would replace the warm copy). Each batch is compiled
+#           keeps it while warm: carry it only to a fresh machine, with the lines of earlier calls in it). Each batch is compiled
 #           ahead by KB_JOBS (14) parallel untimed children into a shared reference compile cache, then timed one
 #           problem at a time; no new work after KB_CAP (470) s, a hard stop at KB_CAP+60 s; then the ranking
 #           against KernelBench's published H100 timings. Needs .kernelbench/ and .whl/ carried; GPU 0

@@ -29,13 +29,14 @@ from cuda_agent.errors import InfraError
 from cuda_agent.sandbox_pool.harness.models import TimingStats
 from cuda_agent.sandbox_pool.harness.problem import Problem
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
-from cuda_agent.sandbox_pool.harness.reference import timing_draws, write_baseline_files
+from cuda_agent.sandbox_pool.harness.reference import timing_draws
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, Zygote
 from cuda_agent.sandbox_pool.harness.stats import relative_half_width, timing_stats
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = "4"  # 4: the input mix of harness/inputs.py's seven distributions; CI-driven repeats
+PROTOCOL_VERSION = "5"  # 4: the input mix of harness/inputs.py's seven distributions; CI-driven repeats;
+#                          5: the children build the model themselves, its weights drawn on the device
 BASELINE_SEED = 1234
 CI_TARGET = 0.02
 """Stop timing a baseline once the half-width of its median's 95% CI is at most 2% of the median."""
@@ -124,17 +125,29 @@ async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index
                   key: str, timeout_s: float, compile_cache_dir: str | None = None) -> Baselines:
     """Time the reference eagerly and under torch.compile in fresh reference children.
 
-    `compile_cache_dir`: a trusted inductor/triton cache shared with other baseline children (one
-    that `warm_compile` filled makes the compile child's torch.compile a cache hit); None: private."""
+    On cuda both children are started at once: the torch.compile child imports its compiler (CPU
+    work, seconds) while the eager child is timed, and is let go only when the eager child has
+    ended, so the two never share the device. `compile_cache_dir`: a trusted inductor/triton cache
+    shared with other baseline children (one that `warm_compile` filled makes the compile child's
+    torch.compile a cache hit); None: private."""
     work = tempfile.mkdtemp(prefix="cuda_agent_baseline_")
+    spawned: list[ChildProcess] = []
     try:
-        await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED)
-        eager = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, False, timeout_s)
+        def compile_child() -> ChildProcess:
+            spawned.append(_reference_child(zygote, problem, work, device, device_index, tf32, n_sets, warmup, True,
+                                            compile_cache_dir))
+            return spawned[-1]
+
+        spawned.append(_reference_child(zygote, problem, work, device, device_index, tf32, n_sets, warmup, False))
+        if device == "cuda":  # on the CPU its imports would share the cores the eager calls are timed on
+            compile_child()
+        eager = await _timed(spawned[0], timeout_s)
         if isinstance(eager, str):
             raise InfraError(f"eager baseline failed: {eager}")
-        compiled = await _time_reference(zygote, problem, work, device, device_index, tf32, n_sets, warmup, True, timeout_s,
-                                         compile_cache_dir)
+        compiled = await _timed(spawned[1] if len(spawned) > 1 else compile_child(), timeout_s)
     finally:
+        for child in spawned:
+            child.kill()
         shutil.rmtree(work, ignore_errors=True)
     warnings = [w for w in (ci_warning("eager", eager),
                             None if isinstance(compiled, str) else ci_warning("torch.compile", compiled)) if w]
@@ -156,7 +169,6 @@ async def warm_compile(problem: Problem, zygote: Zygote, *, device: str, device_
     the compiled graph and kernels from the cache instead of compiling."""
     work = tempfile.mkdtemp(prefix="cuda_agent_warm_")
     try:
-        await asyncio.to_thread(write_baseline_files, problem, work, BASELINE_SEED)
         done = await _time_reference(zygote, problem, work, device, device_index, tf32, 1, warmup, True, timeout_s,
                                      compile_cache_dir)
     finally:
@@ -167,13 +179,28 @@ async def warm_compile(problem: Problem, zygote: Zygote, *, device: str, device_
 async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
                           warmup: int, compiled: bool, timeout_s: float,
                           compile_cache_dir: str | None = None) -> TimingStats | str:
+    child = _reference_child(zygote, problem, work, device, device_index, tf32, n_sets, warmup, compiled, compile_cache_dir)
+    try:
+        return await _timed(child, timeout_s)
+    finally:
+        child.kill()
+
+
+def _reference_child(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
+                     warmup: int, compiled: bool, compile_cache_dir: str | None = None) -> ChildProcess:
+    """A reference child, spawned: it sets itself up (a compile child also imports its compiler) and
+    waits for `_timed` to let it go."""
     spec = ChildSpec(role="reference", device=device, device_index=device_index, work_dir=work,
                      problem_src=problem.source, compile_reference=compiled, tf32=tf32,
                      timing_draws=timing_draws(BASELINE_SEED, n_sets * MAX_ROUNDS),
                      warmup=max(warmup, 2), isolate=False,
                      ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=MAX_TIMING_S,
-                     compile_cache_dir=compile_cache_dir)
-    child = ChildProcess(zygote, spec)
+                     compile_cache_dir=compile_cache_dir, build_on_device=True, init_seed=BASELINE_SEED)
+    return ChildProcess(zygote, spec)
+
+
+async def _timed(child: ChildProcess, timeout_s: float) -> TimingStats | str:
+    """Let a spawned reference child go and wait for its timing (or why it has none)."""
     child.go()
     deadline = time.monotonic() + timeout_s
     try:
@@ -187,5 +214,3 @@ async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: s
         return "timed out"
     except ChildEnded as exc:
         return str(exc)
-    finally:
-        child.kill()

@@ -149,7 +149,8 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: i
 def _fit(out: torch.Tensor, lo: float, hi: float) -> float:
     """The factor (<= 1) that brings `out` inside [lo, hi]; multiplicative, so signs are kept."""
     factor = 1.0
-    top, bottom = float(out.max()), float(out.min())
+    low, high = torch.aminmax(out)
+    bottom, top = torch.stack([low, high]).tolist()  # one host sync
     if top > hi and top > 0:
         factor = min(factor, max(hi, 0.0) / top)
     if bottom < lo and bottom < 0:
@@ -187,7 +188,7 @@ def digest(values: list[Any]) -> list[list[float]]:
     for v in values:
         if isinstance(v, torch.Tensor):
             x = v.detach().to(torch.float64)
-            out.append([float(x.sum()), float(x.abs().sum())])
+            out.append(torch.stack([x.sum(), x.abs().sum()]).tolist())  # one host sync
         elif isinstance(v, (bool, int, float)):
             out.append([float(v)])
         else:

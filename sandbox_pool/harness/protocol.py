@@ -79,6 +79,10 @@ class ChildSpec(BaseModel):
     max_timing_s: float | None = None
     gated: bool = False
     """Pause after each step until the parent answers (it shares the device with other evaluations: gate.py)."""
+    build_on_device: bool = False
+    """Baseline children: build the model themselves under `init_seed`, its tensors made on the device
+    (no init file: a model of billions of parameters takes seconds instead of a minute of CPU init,
+    saving and loading); falls back to a CPU build under the same seed if that raises."""
     compile_cache_dir: str | None = None
     """Reference children only: a trusted inductor/triton cache shared by baseline children (they run only
     the problem's own code), so a parallel warm-up can compile for the timed pass. Candidates ignore it:

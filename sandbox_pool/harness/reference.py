@@ -233,9 +233,3 @@ def _finite_draw(problem: Problem, model: Any, device: str, distribution: str,
         if _all_finite(outputs):
             return chosen, inputs, outputs
     raise ProblemError("the reference produces non-finite outputs on every input draw; the task is unusable")
-
-
-def write_baseline_files(problem: Problem, work_dir: str, seed: int) -> None:
-    """Init file for a baseline child (fixed seed: baselines are cached)."""
-    model, init_inputs, _ = build_reference(problem, seed, None)
-    write_init_file(model, init_inputs, work_dir)

@@ -36,7 +36,25 @@ def python_paths() -> list[str]:
             continue
         for location in (spec.submodule_search_locations or []) if spec else []:
             paths.add(os.path.realpath(location))
+            paths.update(link_targets(location))
+    # PYTHONPATH folders are part of how this interpreter imports (e.g. scripts/gpu-env.sh's wheels)
+    paths.update(os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
     return _outermost(p for p in paths if not p.startswith(("/usr/", "/etc/")) and os.path.isdir(p))
+
+
+def link_targets(folder: str) -> set[str]:
+    """The folders that `folder`'s symlinked entries live in: a package made as a link farm
+    (scripts/gpu-env.sh) imports from there, so the sandbox must see them too."""
+    targets: set[str] = set()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return targets
+    for entry in entries:
+        if entry.is_symlink():
+            target = os.path.realpath(entry.path)
+            targets.add(target if os.path.isdir(target) else os.path.dirname(target))
+    return targets
 
 
 def _outermost(paths) -> list[str]:

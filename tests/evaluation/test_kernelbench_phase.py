@@ -146,6 +146,15 @@ def test_baselines_parallel_warm_up_budget_and_resume(tmp_path):
     assert (again["measured"], again["cached"], again["remaining"], again["budget_spent"]) == (2, 2, 0, False)
 
 
+def test_a_warm_up_batch_leaves_half_the_budget_to_timing():
+    """A budgeted pass whose warm-up batch would outlast the budget still times what it compiled."""
+    from cuda_agent.evaluation.baselines import warm_deadline
+
+    assert warm_deadline(100.0, None) is None
+    assert warm_deadline(100.0, 300.0) == 200.0
+    assert warm_deadline(100.0, 90.0) == 100.0  # budget already spent: no warm-up at all
+
+
 def test_warm_up_autotuning_choices_are_forgotten(tmp_path):
     """Triton configurations chosen by warm-up children that shared the device are deleted; choices a
     timed (solo) child made before the warm-up and the compiled kernels stay."""

@@ -96,6 +96,8 @@ class Child:
 
     # -- building the model -------------------------------------------------------------
     def build(self) -> Any:
+        if self.spec.build_on_device and self.spec.role == "reference":
+            return self._built_here()
         init = self.load(INIT_FILE)
         try:
             cls = self._reference_cls() if self.spec.role == "reference" else self._candidate_cls()
@@ -110,6 +112,28 @@ class Child:
             self.fail("construct", exc)
         self.step_done(event="loaded", weights=loaded)
         if self.spec.role == "reference" and self.spec.compile_reference:
+            return torch.compile(model)
+        return model
+
+    def _built_here(self) -> Any:
+        """A baseline's model, built here under `init_seed` with its tensors made on the device (the
+        same seed gives the eager and the compile child the same weights); on the CPU if that raises."""
+        assert self.problem is not None
+        model = None
+        for where in dict.fromkeys((self.device, "cpu")):
+            try:
+                torch.manual_seed(self.spec.init_seed)
+                init_inputs = list(self.problem.get_init_inputs())
+                torch.manual_seed(self.spec.init_seed)
+                with torch.device(where):
+                    model = self._reference_cls()(*init_inputs)
+                model = model.to(self.device)
+                break
+            except Exception as exc:
+                if where == "cpu":
+                    self.fail("construct", exc)
+        self.step_done(event="loaded", weights="built here")
+        if self.spec.compile_reference:
             return torch.compile(model)
         return model
 
@@ -269,6 +293,18 @@ class Child:
                   violations=list(self.guard.violations) if self.guard else [])
 
 
+def _import_compiler(device: str) -> None:
+    """What torch.compile imports at its first call (seconds of CPU work), imported up front: a baseline
+    child does it while the parent still times the eager baseline, before it may touch the device."""
+    import torch._inductor.compile_fx  # noqa: F401
+
+    if device == "cuda":
+        try:
+            import torch._inductor.codegen.triton  # noqa: F401
+        except ImportError:  # no triton: torch.compile reports it at the first call
+            pass
+
+
 def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any = None,
                 outputs_fd: int | None = None) -> None:
     """Target of the child process."""
@@ -283,6 +319,8 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any 
     os.environ["TRITON_CACHE_DIR"] = os.path.join(compile_cache, "triton")
     child = Child(spec, conn, stamps, outputs_fd)
     try:
+        if spec.role == "reference" and spec.compile_reference:
+            _import_compiler(spec.device)
         try:
             isolation = harden_child(isolate=spec.isolate, memory_limit_mb=spec.memory_limit_mb,
                                      file_size_mb=spec.file_size_mb, work_dir=spec.work_dir, level=level)

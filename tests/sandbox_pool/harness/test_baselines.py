@@ -16,7 +16,6 @@ from cuda_agent.sandbox_pool.harness import EvalOptions, EvalResult, EvalStatus
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness.models import DEFAULT_TIMED_CALLS
 from cuda_agent.sandbox_pool.harness.problem import load_problem
-from cuda_agent.sandbox_pool.harness.reference import write_baseline_files
 from cuda_agent.sandbox_pool.harness.stats import median_ci, relative_half_width, timing_stats
 from cuda_agent.sandbox_pool.harness.verdict import finish
 
@@ -116,7 +115,6 @@ def test_baselines_repeat_in_blocks_until_the_ci_is_tight(cpu_evaluator) -> None
     problem = load_problem(PROBLEM)
     work = tempfile.mkdtemp(prefix="cuda_agent_test_baseline_")
     try:
-        write_baseline_files(problem, work, baseline_mod.BASELINE_SEED)
         stats = cpu_evaluator.call(baseline_mod._time_reference(
             cpu_evaluator.evaluator.zygote, problem, work, "cpu", 0, False, 10, 2, False, 120.0))
     finally:
@@ -137,3 +135,44 @@ def test_refresh_baselines_measures_again(evaluate_cpu) -> None:
     fresh = evaluate_cpu(HONEST, KERNELS, profile=True, refresh_baselines=True)
     assert first.correct and again.stages["baselines"].cached is True
     assert fresh.stages["baselines"].cached is False and fresh.eager_us is not None
+
+
+LINEAR_PROBLEM = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                  "    def __init__(self, n):\n        super().__init__()\n"
+                  "        if torch.empty(1).device.type == 'meta':\n            raise RuntimeError('no meta init here')\n"
+                  "        self.fc = nn.Linear(n, n)\n\n    def forward(self, x):\n        return self.fc(x)\n\n\n"
+                  "def get_inputs():\n    return [torch.rand(4, 8)]\n\n\ndef get_init_inputs():\n    return [8]\n")
+
+
+def _built_by_a_baseline_child(tmp_path: Path, device: str, seed: int = baseline_mod.BASELINE_SEED):
+    from multiprocessing import Pipe
+
+    from cuda_agent.sandbox_pool.harness.child.main import Child
+    from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
+
+    spec = ChildSpec(role="reference", device="cpu", work_dir=str(tmp_path), problem_src=LINEAR_PROBLEM,
+                     build_on_device=True, init_seed=seed)
+    ours, theirs = Pipe()
+    child = Child(spec, theirs)
+    child.device = device
+    child.draw_trials()
+    model = child.build()
+    events = []
+    while ours.poll(0):
+        events.append(ours.recv_bytes())
+    return model, events
+
+
+def test_baseline_children_build_their_model_themselves(tmp_path: Path) -> None:
+    """No init file: each baseline child builds the model under the baseline seed, so the eager and the
+    compile child get the same weights; a model that cannot be built on the device is built on the CPU."""
+    first, events = _built_by_a_baseline_child(tmp_path, "cpu")
+    second, _ = _built_by_a_baseline_child(tmp_path, "cpu")
+    other, _ = _built_by_a_baseline_child(tmp_path, "cpu", seed=7)
+    assert not list(tmp_path.iterdir())  # nothing written, nothing read
+    assert any(b'"loaded"' in event and b"built here" in event for event in events)
+    weights = lambda model: list(model.state_dict().values())  # noqa: E731
+    assert all(a.equal(b) for a, b in zip(weights(first), weights(second)))
+    assert not weights(first)[0].equal(weights(other)[0])
+    fell_back, _ = _built_by_a_baseline_child(tmp_path, "meta")  # its __init__ refuses the device: built on the CPU
+    assert weights(fell_back)[0].device.type == "meta"

@@ -101,7 +101,11 @@ def test_cuda_cold_eval_measures_baselines_during_the_compile(tmp_path: Path) ->
     assert result.status is EvalStatus.OK and result.correct and result.eager_us, result.error
     stages = result.stages
     assert not stages["compile"].cached and not stages["baselines"].cached
-    assert stages["baselines"].started_s < _end(result, "compile"), stages  # type: ignore[operator]
+    compile_end = _end(result, "compile")
+    if compile_end > 0:  # the compile outlasted the evaluator's start (time 0): the baselines ran beside it
+        assert stages["baselines"].started_s < compile_end, stages  # type: ignore[operator]
+    else:  # a start slower than the compile (a cold page cache): nothing to overlap, baselines first all the same
+        assert stages["baselines"].started_s < 0.5, stages  # type: ignore[operator]
     assert _end(result, "baselines") <= stages["verify"].started_s + 0.05  # type: ignore[operator]
     again = _cold_eval(job, tmp_path / "cache")  # build and baselines cached: served after verification
     assert again.stages["baselines"].cached and again.eager_us == result.eager_us

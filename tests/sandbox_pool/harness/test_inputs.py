@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -123,3 +125,30 @@ def test_digests_of_one_draw_agree_across_thread_counts() -> None:
     assert all(same_digest(a, b) for a, b in zip(*runs))
     # ...while a draw under another seed never does.
     assert not same_digest(runs[0][0], runs[0][len(DISTRIBUTIONS)])
+
+
+def test_host_side_summaries_match_their_plain_definitions() -> None:
+    """The one-sync forms of the parent's summaries (tolerance scale, digests, range fit) give what the
+    plain formulas give, finite or not."""
+    from cuda_agent.sandbox_pool.harness import inputs as inputs_mod
+    from cuda_agent.sandbox_pool.harness.compare import MAGNITUDE_FRACTION, effective_atol
+
+    def plain_atol(ref: torch.Tensor, atol: float) -> float:
+        finite = ref.to(torch.float64)
+        finite = finite[torch.isfinite(finite)]
+        if finite.numel() == 0:
+            return atol
+        rms = float(finite.pow(2).mean().sqrt())
+        return min(atol, max(MAGNITUDE_FRACTION * rms, 1e-12)) if rms > 0 else atol
+
+    gen = torch.Generator().manual_seed(0)
+    small = torch.randn(64, 33, generator=gen) * 1e-4
+    cases = [small, small.half(), torch.randn(1000, generator=gen) * 50, torch.zeros(7),
+             torch.tensor([1e-5, float("inf"), -2e-5]), torch.tensor([float("nan")] * 3), small.t()]
+    for ref in cases:
+        for atol in (1e-2, 1e-6):
+            assert math.isclose(effective_atol(ref, atol), plain_atol(ref, atol), rel_tol=1e-9), (ref, atol)
+    x = torch.randn(5, 6, generator=gen)
+    assert inputs_mod.digest([x, 3]) == [[float(x.double().sum()), float(x.double().abs().sum())], [3.0]]
+    out = torch.tensor([-3.0, 0.5, 2.0])
+    assert inputs_mod._fit(out, -1.0, 1.0) == min(1.0 / 2.0, -1.0 / -3.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,28 @@ async def test_missing_image_says_how_to_build_it(tmp_path, docker_image):
     sandbox = create_sandbox(DockerSandboxConfig(image="cuda-agent-no-such-image:0"), tmp_path)
     with pytest.raises(SandboxUnavailableError, match="build_test_image.sh"):
         await sandbox.start()
+
+
+def test_link_farm_targets_are_mounted(tmp_path, monkeypatch):
+    """A package made of symlinks (scripts/gpu-env.sh's link farm under /tmp) imports from the links'
+    targets: the sandbox must see those folders, and the PYTHONPATH folders, or `import cuda_agent` fails."""
+    from cuda_agent.sandbox_pool.terminal import hostenv
+
+    source = tmp_path / "repo"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "__init__.py").write_text("")
+    (source / "sub").mkdir()
+    farm = tmp_path / "farm"
+    farm.mkdir()
+    (farm / "__init__.py").symlink_to(source / "pkg" / "__init__.py")
+    (farm / "sub").symlink_to(source / "sub")
+    (farm / "plain.py").write_text("")
+    assert hostenv.link_targets(str(farm)) == {str((source / "pkg").resolve()), str((source / "sub").resolve())}
+    assert hostenv.link_targets(str(tmp_path / "missing")) == set()
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{tmp_path / 'absent'}")
+    paths = hostenv.python_paths()
+    assert str(site.resolve()) in paths
+    assert str((tmp_path / "absent").resolve()) not in paths
