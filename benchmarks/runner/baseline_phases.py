@@ -49,7 +49,8 @@ async def main() -> None:
     try:
         for path in args.problems:
             problem = load_problem(path.read_text())
-            cache = tempfile.mkdtemp(prefix="baseline_phases_")
+            cache_dir = tempfile.TemporaryDirectory(prefix="baseline_phases_")  # the problem's compile cache
+            cache = cache_dir.name
             for stage in ("warm-up compile", "timed eager + compile"):
                 _start[0] = time.monotonic()
                 print(f"{path.name}: {stage}", flush=True)
@@ -61,6 +62,7 @@ async def main() -> None:
                                                     n_sets=30, warmup=3, key="phases", timeout_s=900,
                                                     compile_cache_dir=cache)
                 print(f"    = {time.monotonic() - _start[0]:.2f} s", flush=True)
+            cache_dir.cleanup()
     finally:
         zygote.close()
     print(f"all: {time.monotonic() - t0:.1f} s (zygote start included)")
