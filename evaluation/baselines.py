@@ -21,11 +21,15 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent.errors import ConfigError, InfraError, ProblemError
 from cuda_agent.evaluation.tasks import Task
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.harness.baselines import BaselineChildren, Baselines
 
 BATCH_PER_JOB = 4
 """Problems per warm-up batch, per job: large enough that one slow compile does not leave the others idle long."""
@@ -187,6 +191,21 @@ async def measure_baselines(tasks: Sequence[Task], out: Path, *, device: str, de
                 pending.append(item)
         progress()
 
+        def start(item: _Item) -> BaselineChildren:
+            return harness_baselines.BaselineChildren(
+                item.problem, ev.zygote, device=device, device_index=device_index, tf32=tf32,  # type: ignore[arg-type]
+                n_sets=timed_calls, warmup=options.warmup_calls, key=item.key, compile_cache_dir=str(cache_dir))
+
+        def on_timed(item: _Item, found: Baselines | None, error: str, wall_s: float) -> None:
+            if found is not None:
+                ev.baseline_cache.put(found)
+                line = from_cache(item, found, False, wall_s)
+            else:
+                line = line_of(item)
+                line.error, line.wall_s = error, wall_s
+            state.timed_s += wall_s
+            write(item, line)
+
         warm_zygote = Zygote(cuda=device == "cuda", env=WARM_ENV) if jobs > 1 else None
         try:
             batch = jobs * BATCH_PER_JOB if jobs > 1 else len(pending) or 1
@@ -202,23 +221,7 @@ async def measure_baselines(tasks: Sequence[Task], out: Path, *, device: str, de
                                 options.warmup_calls, timeout_s, state, progress)
                     state.warm_s += time.monotonic() - t0
                 progress("timing")
-                for item in chunk:
-                    if out_of_time():
-                        break
-                    t0 = time.monotonic()
-                    line = line_of(item)
-                    try:
-                        found = await harness_baselines.measure(
-                            item.problem, ev.zygote, device=device, device_index=device_index, tf32=tf32,  # type: ignore[arg-type]
-                            n_sets=timed_calls, warmup=options.warmup_calls, key=item.key, timeout_s=timeout_s,
-                            compile_cache_dir=str(cache_dir))
-                        ev.baseline_cache.put(found)
-                        line = from_cache(item, found, False, 0.0)
-                    except (InfraError, ProblemError, OSError, asyncio.TimeoutError) as exc:
-                        line.error = f"{type(exc).__name__}: {exc}"[:500]
-                    line.wall_s = time.monotonic() - t0
-                    state.timed_s += line.wall_s
-                    write(item, line)
+                await _time_chunk(chunk, start, timeout_s, out_of_time, on_timed, spawn_ahead=device == "cuda")
         finally:
             if warm_zygote is not None:
                 warm_zygote.close()
@@ -227,6 +230,34 @@ async def measure_baselines(tasks: Sequence[Task], out: Path, *, device: str, de
     state.wall_s = time.monotonic() - started
     progress("done")
     return state
+
+
+async def _time_chunk(chunk: list[_Item], start: Callable[[_Item], BaselineChildren], timeout_s: float,
+                      out_of_time: Callable[[], bool],
+                      on_timed: Callable[[_Item, Baselines | None, str, float], None], *, spawn_ahead: bool) -> None:
+    """Time the chunk's problems one at a time. `spawn_ahead` (cuda): the next problem's children are
+    spawned while this one's are timed (they only import until let go), so its compile child's imports
+    are off the critical path; on the CPU they would share the cores being timed."""
+    ahead: BaselineChildren | None = None
+    try:
+        for index, item in enumerate(chunk):
+            if out_of_time():
+                break
+            t0 = time.monotonic()
+            children = ahead or start(item)
+            ahead = None
+            if spawn_ahead and index + 1 < len(chunk) and not out_of_time():
+                ahead = start(chunk[index + 1])
+            try:
+                found = await children.finish(timeout_s)
+                on_timed(item, found, "", time.monotonic() - t0)
+            except (InfraError, ProblemError, OSError, asyncio.TimeoutError) as exc:
+                on_timed(item, None, f"{type(exc).__name__}: {exc}"[:500], time.monotonic() - t0)
+            finally:
+                children.close()
+    finally:
+        if ahead is not None:
+            ahead.close()
 
 
 WARM_SHARE = 0.5
@@ -263,7 +294,11 @@ async def _warm(chunk: list[_Item], zygote: object, cache_dir: Path, jobs: int, 
             state.warm_failed += 1  # the timed pass compiles it itself, and reports the error if it recurs
         progress()
 
-    work = [asyncio.ensure_future(one(item)) for item in chunk if not item.warmed]
+    # Longest first, so one slow compile does not start last and hold the batch alone: higher levels
+    # compile bigger graphs, and within a level a longer source is the better guess.
+    slowest_first = sorted((item for item in chunk if not item.warmed),
+                           key=lambda item: (item.task.level or 0, len(item.task.problem_src)), reverse=True)
+    work = [asyncio.ensure_future(one(item)) for item in slowest_first]
     if not work:
         return
     began = time.time()

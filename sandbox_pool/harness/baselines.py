@@ -121,43 +121,74 @@ class BaselineCache:
         tmp.replace(self.root / f"{baselines.key}.json")
 
 
-async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool, n_sets: int, warmup: int,
-                  key: str, timeout_s: float, compile_cache_dir: str | None = None) -> Baselines:
-    """Time the reference eagerly and under torch.compile in fresh reference children.
+class BaselineChildren:
+    """The eager and torch.compile children of one problem's baselines, spawned before their timing.
 
-    On cuda both children are started at once: the torch.compile child imports its compiler (CPU
-    work, seconds) while the eager child is timed, and is let go only when the eager child has
-    ended, so the two never share the device. `compile_cache_dir`: a trusted inductor/triton cache
-    shared with other baseline children (one that `warm_compile` filled makes the compile child's
-    torch.compile a cache hit); None: private."""
-    work = tempfile.mkdtemp(prefix="cuda_agent_baseline_")
-    spawned: list[ChildProcess] = []
-    try:
-        def compile_child() -> ChildProcess:
-            spawned.append(_reference_child(zygote, problem, work, device, device_index, tf32, n_sets, warmup, True,
-                                            compile_cache_dir))
-            return spawned[-1]
+    Until `finish` lets them go they only set themselves up (fork, imports; a compile child imports its
+    compiler, seconds of CPU work), nothing on the device, so a pass may spawn the next problem's
+    children while this one's are timed. On cuda the compile child is spawned with the eager one and
+    imports while the eager child is timed; it is let go only when the eager child has ended, so the two
+    never share the device. On the CPU it is spawned after the eager child ends (its imports would share
+    the cores the eager calls are timed on). `compile_cache_dir`: a trusted inductor/triton cache shared
+    with other baseline children (one that `warm_compile` filled makes the compile child's torch.compile
+    a cache hit); None: private."""
 
-        spawned.append(_reference_child(zygote, problem, work, device, device_index, tf32, n_sets, warmup, False))
-        if device == "cuda":  # on the CPU its imports would share the cores the eager calls are timed on
-            compile_child()
-        eager = await _timed(spawned[0], timeout_s)
+    def __init__(self, problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool, n_sets: int,
+                 warmup: int, key: str, compile_cache_dir: str | None = None) -> None:
+        self.key, self.device = key, device
+        self.work = tempfile.mkdtemp(prefix="cuda_agent_baseline_")
+        self._spawned: list[ChildProcess] = []
+        self._spawn_error: BaseException | None = None
+
+        def child(compiled: bool) -> ChildProcess:
+            return _reference_child(zygote, problem, self.work, device, device_index, tf32, n_sets, warmup, compiled,
+                                    compile_cache_dir if compiled else None)
+
+        self._child = child
+        try:
+            self._spawned.append(child(False))
+            if device == "cuda":
+                self._spawned.append(child(True))
+        except (InfraError, OSError) as exc:  # reported by finish(), for this problem only
+            self._spawn_error = exc
+
+    async def finish(self, timeout_s: float) -> Baselines:
+        """Time the eager child, then the compile child; InfraError when the eager baseline fails."""
+        if self._spawn_error is not None:
+            raise self._spawn_error
+        eager = await _timed(self._spawned[0], timeout_s)
         if isinstance(eager, str):
             raise InfraError(f"eager baseline failed: {eager}")
-        compiled = await _timed(spawned[1] if len(spawned) > 1 else compile_child(), timeout_s)
-    finally:
-        for child in spawned:
+        if len(self._spawned) == 1:
+            self._spawned.append(self._child(True))
+        compiled = await _timed(self._spawned[1], timeout_s)
+        warnings = [w for w in (ci_warning("eager", eager),
+                                None if isinstance(compiled, str) else ci_warning("torch.compile", compiled)) if w]
+        for warning in warnings:
+            logger.warning(warning)
+        stack = software_stack(self.device)
+        if isinstance(compiled, str):
+            logger.warning("torch.compile baseline failed (%s); compile speed-up will be unavailable", compiled)
+            return Baselines(eager=eager, torch_compile=None, compile_error=compiled, key=self.key, warnings=warnings,
+                             stack=stack)
+        return Baselines(eager=eager, torch_compile=compiled, key=self.key, warnings=warnings, stack=stack)
+
+    def close(self) -> None:
+        """Kill the children (finished or not) and remove their work folder."""
+        for child in self._spawned:
             child.kill()
-        shutil.rmtree(work, ignore_errors=True)
-    warnings = [w for w in (ci_warning("eager", eager),
-                            None if isinstance(compiled, str) else ci_warning("torch.compile", compiled)) if w]
-    for warning in warnings:
-        logger.warning(warning)
-    if isinstance(compiled, str):
-        logger.warning("torch.compile baseline failed (%s); compile speed-up will be unavailable", compiled)
-        return Baselines(eager=eager, torch_compile=None, compile_error=compiled, key=key, warnings=warnings,
-                         stack=software_stack(device))
-    return Baselines(eager=eager, torch_compile=compiled, key=key, warnings=warnings, stack=software_stack(device))
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+async def measure(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool, n_sets: int, warmup: int,
+                  key: str, timeout_s: float, compile_cache_dir: str | None = None) -> Baselines:
+    """Time the reference eagerly and under torch.compile in fresh reference children (`BaselineChildren`)."""
+    children = BaselineChildren(problem, zygote, device=device, device_index=device_index, tf32=tf32, n_sets=n_sets,
+                                warmup=warmup, key=key, compile_cache_dir=compile_cache_dir)
+    try:
+        return await children.finish(timeout_s)
+    finally:
+        children.close()
 
 
 async def warm_compile(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool, warmup: int,

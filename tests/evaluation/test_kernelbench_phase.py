@@ -170,3 +170,41 @@ def test_warm_up_autotuning_choices_are_forgotten(tmp_path):
     os.utime(solo, (time.time() - 120, time.time() - 120))
     assert forget_autotuning(tmp_path, since=time.time() - 30) == 1
     assert solo.exists() and not shared.exists() and kernel.exists()
+
+
+@pytest.mark.slow
+def test_the_next_problems_children_are_spawned_while_this_ones_are_timed(tmp_path):
+    """With spawn_ahead, problem k+1's children are spawned before problem k is timed (they only import
+    until let go); a pass stopped by its budget kills the children spawned ahead and removes their folder."""
+    import asyncio
+
+    from cuda_agent.evaluation.baselines import _Item, _time_chunk
+    from cuda_agent.evaluation.tasks import Task
+    from cuda_agent.sandbox_pool.harness.baselines import BaselineChildren
+    from cuda_agent.sandbox_pool.harness.problem import load_problem
+    from cuda_agent.sandbox_pool.harness.runner import Zygote
+
+    source = PROBLEM.read_text()
+    items = [_Item(Task(task_id=f"p{i}", level=1, problem_src=source, device="cpu"), load_problem(source), f"k{i}")
+             for i in range(3)]
+    zygote, events, folders = Zygote(), [], []
+
+    def start(item):
+        events.append(("spawn", item.task.task_id))
+        children = BaselineChildren(item.problem, zygote, device="cpu", device_index=0, tf32=False, n_sets=3,
+                                    warmup=2, key=item.key, compile_cache_dir=str(tmp_path / "compile"))
+        folders.append(Path(children.work))
+        return children
+
+    def on_timed(item, found, error, wall_s):
+        events.append(("timed", item.task.task_id, error or (found.eager.median_us > 0 and found.torch_compile is not None)))
+
+    def out_of_time():  # the budget runs out after two problems
+        return sum(event[0] == "timed" for event in events) >= 2
+
+    try:
+        asyncio.run(_time_chunk(items, start, 600, out_of_time, on_timed, spawn_ahead=True))
+    finally:
+        zygote.close()
+    assert events == [("spawn", "p0"), ("spawn", "p1"), ("timed", "p0", True), ("spawn", "p2"), ("timed", "p1", True)]
+    assert len(folders) == 3 and not any(folder.exists() for folder in folders)
