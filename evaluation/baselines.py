@@ -11,8 +11,10 @@ Most of a cold baseline's wall time is torch.compile's inductor work (CPU-bound,
 problem), not timing. With ``jobs > 1`` the pass goes in batches: the batch's problems are first
 compiled by up to ``jobs`` untimed children at once into a shared compile cache (trusted: only the
 problems' own reference code writes it), then timed one at a time with the device to themselves,
-their torch.compile now a cache hit. Timing never overlaps the warm-up. A time budget stops the
-pass between tasks (a warm-up in flight is cancelled) and says what is left.
+their torch.compile now a cache hit. Timing never overlaps the warm-up; on cuda the next task's
+children are spawned during the current one's timing, and only import until they are let go. A
+warm-up batch compiles its slowest problems first. A time budget stops the pass between tasks (a
+warm-up in flight is cancelled) and says what is left.
 """
 
 from __future__ import annotations
