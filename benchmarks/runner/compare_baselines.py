@@ -4,8 +4,11 @@ Reads the lines of ``cuda-agent baselines`` and one or more of KernelBench's ``r
 folders (``baseline_time_torch.json``: eager; ``baseline_time_torch_compile_inductor_default.json``:
 compile; times in ms, "mean" of 100 trials) and writes a Markdown table: per level and published
 set, how many problems both have, the Spearman rank correlation of the times, the median ratio
-ours / theirs, and how often torch.compile beats eager in each; then the problem-by-problem
-times (against the first published set) and the pass's wall time.
+ours / theirs, and how often torch.compile beats eager in each (a tie when the two are within
+``--tie`` of each other: inductor often calls the same library kernel as eager, and a few hundredths
+of a percent is no win); then the problem-by-problem times (against the first published set) and
+the pass's wall time. With two published sets, the same figures for the two against each other
+(how far two H100 measurements agree: the scale for ours).
 
     python benchmarks/runner/compare_baselines.py OURS.jsonl .kernelbench/results/timing/H100_Modal [MORE_DIRS] --out table.md
 
@@ -90,7 +93,18 @@ def fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def summary_rows(ours: list[dict], theirs: dict[str, dict[str, float]], label: str) -> list[str]:
+def versus(compile_us: float, eager_us: float, tie: float) -> str:
+    """'faster', 'tie' or 'slower': torch.compile against eager, a tie within `tie` (relative)."""
+    if compile_us < eager_us * (1.0 - tie):
+        return "faster"
+    return "slower" if compile_us > eager_us * (1.0 + tie) else "tie"
+
+
+def tally(verdicts: list[str]) -> str:
+    return "/".join(str(verdicts.count(kind)) for kind in ("faster", "tie", "slower"))
+
+
+def summary_rows(ours: list[dict], theirs: dict[str, dict[str, float]], label: str, tie: float) -> list[str]:
     levels = sorted({line["task_id"].split("/")[0] for line in ours})
     rows = []
     for level in levels + ["all"]:
@@ -103,12 +117,11 @@ def summary_rows(ours: list[dict], theirs: dict[str, dict[str, float]], label: s
             rows.append(f"| {label} | {level} | {kind} | {len(pairs)} | {fmt(rho, '.3f')} | {fmt(ratio, '.2f')} |")
         both = [line for line in mine if line.get("eager_us") and line.get("torch_compile_us")
                 and line["task_id"] in theirs["eager"] and line["task_id"] in theirs["compile"]]
-        we = sum(line["torch_compile_us"] < line["eager_us"] for line in both)
-        they = sum(theirs["compile"][line["task_id"]] < theirs["eager"][line["task_id"]] for line in both)
-        agree = sum((line["torch_compile_us"] < line["eager_us"])
-                    == (theirs["compile"][line["task_id"]] < theirs["eager"][line["task_id"]]) for line in both)
-        rows.append(f"| {label} | {level} | compile < eager | {len(both)} | agree {agree}/{len(both)} | "
-                    f"ours {we}, theirs {they} |")
+        we = [versus(line["torch_compile_us"], line["eager_us"], tie) for line in both]
+        they = [versus(theirs["compile"][line["task_id"]], theirs["eager"][line["task_id"]], tie) for line in both]
+        agree = sum(a == b for a, b in zip(we, they))
+        rows.append(f"| {label} | {level} | compile vs eager | {len(both)} | agree {agree}/{len(both)} | "
+                    f"ours {tally(we)}, theirs {tally(they)} |")
     return rows
 
 
@@ -127,7 +140,7 @@ def calls_line(path: Path | None) -> list[str]:
             f"jobs {calls[-1].get('jobs', '?')}); {measured} problems measured by these calls, {left} left."]
 
 
-def table(ours: list[dict], timing_dirs: list[Path], source: Path) -> list[str]:
+def table(ours: list[dict], timing_dirs: list[Path], source: Path, tie: float = 0.02) -> list[str]:
     sets = [(folder, {kind: published(folder, name) for kind, _, name in COLUMNS}) for folder in timing_dirs]
     device = next((line["device_name"] for line in ours if line.get("device_name")), "?")
     against = "; ".join(f"{folder.name}: {hardware(folder)}" for folder, _ in sets)
@@ -136,12 +149,21 @@ def table(ours: list[dict], timing_dirs: list[Path], source: Path) -> list[str]:
         return lines + [f"No baselines were measured ({source} is missing or empty): nothing to compare."]
     lines += ["Ours: median of the evaluator's timed calls (fresh inputs, cache flushed, CUDA events), "
               "KernelBench's: mean of 100 trials after 3 warm-ups. Spearman = rank correlation of the per-problem "
-              "times within a level; ratio = median of ours / theirs; `compile < eager`: on how many problems "
-              "torch.compile beat eager, ours and theirs, and how often the two agree.", "",
+              "times within a level; ratio = median of ours / theirs; `compile vs eager`: on how many problems "
+              f"torch.compile was faster / tied (within {tie:.0%}) / slower than eager, ours and theirs, and on how "
+              "many the two verdicts agree.", "",
               "| published | level | kind | problems | Spearman | median ratio ours/theirs |",
               "|---|---|---|---|---|---|"]
     for folder, theirs in sets:
-        lines += summary_rows(ours, theirs, folder.name)
+        lines += summary_rows(ours, theirs, folder.name, tie)
+    if len(sets) > 1:  # how far two published sets agree with each other: the ceiling for ours against either
+        (folder_a, set_a), (folder_b, set_b) = sets[0], sets[1]
+        tasks = {line["task_id"] for line in ours}
+        as_ours = [{"task_id": task, "eager_us": set_a["eager"].get(task), "torch_compile_us": set_a["compile"].get(task)}
+                   for task in sorted(tasks)]
+        lines += ["", f"For scale, the two published sets against each other on the same problems (ours = {folder_a.name}):",
+                  "", "| published | level | kind | problems | Spearman | median ratio |", "|---|---|---|---|---|---|"]
+        lines += summary_rows(as_ours, set_b, f"{folder_a.name} vs {folder_b.name}", tie)
     first = sets[0][1] if sets else {"eager": {}, "compile": {}}
     name = sets[0][0].name if sets else "-"
     lines += ["", f"| task | ours eager us | {name} eager us | ours compile us | {name} compile us | measure s | note |",
@@ -169,9 +191,13 @@ def main() -> None:
     parser.add_argument("timing_dirs", type=Path, nargs="+", help="KernelBench results/timing/<GPU> folder(s).")
     parser.add_argument("--calls", type=Path, help="The `--json` summaries of the pass's calls, one a line.")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tie", type=float, default=0.02,
+                        help="torch.compile and eager within this fraction of each other are a tie (default 0.02).")
     args = parser.parse_args()
+    if not 0.0 <= args.tie < 1.0:
+        parser.error(f"--tie {args.tie} must be a fraction in [0, 1), e.g. 0.02")
     ours = read_ours(args.ours)
-    lines = table(ours, args.timing_dirs, args.ours) + calls_line(args.calls)
+    lines = table(ours, args.timing_dirs, args.ours, args.tie) + calls_line(args.calls)
     args.out.write_text("\n".join(lines) + "\n")
     if not ours:
         print(f"compare_baselines: no baselines measured ({args.ours} missing or empty); wrote {args.out}",

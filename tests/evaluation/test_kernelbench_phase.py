@@ -57,8 +57,32 @@ def test_ranking_comparison_with_published_timings(tmp_path):
     assert "| timing | level1 | eager | 4 | 1.000 | 0.50 |" in table  # same order; ours 10 us vs theirs 20 us
     assert "| timing | level1 | compile | 4 | -1.000 |" in table
     # compile beats eager everywhere in ours; in theirs only where 0.01 * (5 - i) < 0.02 * i, i.e. i >= 2
-    assert "| timing | level1 | compile < eager | 4 | agree 3/4 | ours 4, theirs 3 |" in table
+    assert "| timing | level1 | compile vs eager | 4 | agree 3/4 | ours 4/0/0, theirs 3/0/1 |" in table
     assert "NVIDIA H100" in table
+
+
+def test_ranking_comparison_counts_near_equal_times_as_ties(tmp_path):
+    """torch.compile calling eager's own library kernel is a tie, not a win by a hundredth of a percent."""
+    ours = [{"task_id": "level1/1_Matmul", "level": 1, "device_name": "GPU", "eager_us": 1000.0,
+             "torch_compile_us": 999.5, "wall_s": 1.0},
+            {"task_id": "level1/2_Relu", "level": 1, "device_name": "GPU", "eager_us": 100.0,
+             "torch_compile_us": 90.0, "wall_s": 1.0}]
+    (tmp_path / "ours.jsonl").write_text("".join(json.dumps(line) + "\n" for line in ours))
+    timing = tmp_path / "timing"
+    timing.mkdir()
+    eager = {"level1": {"1_Matmul.py": {"mean": 1.0}, "2_Relu.py": {"mean": 0.1}}}
+    compiled = {"level1": {"1_Matmul.py": {"mean": 1.01}, "2_Relu.py": {"mean": 0.103}}}
+    (timing / "baseline_time_torch.json").write_text(json.dumps(eager))
+    (timing / "baseline_time_torch_compile_inductor_default.json").write_text(json.dumps(compiled))
+    args = [sys.executable, "benchmarks/runner/compare_baselines.py", str(tmp_path / "ours.jsonl"), str(timing)]
+    done = subprocess.run([*args, "--out", str(tmp_path / "table.md")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    # ours: a 0.05 % "win" is a tie, a 10 % one is faster; theirs: +1 % a tie, +3 % slower
+    assert "| timing | level1 | compile vs eager | 2 | agree 1/2 | ours 1/1/0, theirs 0/1/1 |" in (tmp_path / "table.md").read_text()
+    done = subprocess.run([*args, "--out", str(tmp_path / "strict.md"), "--tie", "0"], cwd=REPO, capture_output=True, text=True)
+    assert "| ours 2/0/0, theirs 0/0/2 |" in (tmp_path / "strict.md").read_text()
+    done = subprocess.run([*args, "--out", str(tmp_path / "bad.md"), "--tie", "1.5"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2 and "--tie 1.5 must be a fraction" in done.stderr
 
 
 @pytest.mark.parametrize("content", [None, "", "\n\n"])
