@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA Agent training pipeline, end to end (SPEC.md section 3; docs/training.md):
+#   0 baselines  eager / torch.compile baselines of every training task, measured ahead into the pool's
+#              baseline cache (cuda-agent baselines)      -> $WORK_DIR/baselines/  (one JSONL per dataset)
 #   1 stage1   single-turn PPO of the base model            -> $WORK_DIR/stage1/     (veRL checkpoints)
 #   2 merge    python -m verl.model_merger (stage-1 actor)  -> $WORK_DIR/stage1_hf/  (Hugging Face)
 #   3 collect  agentic rollouts of the stage-1 model
@@ -18,8 +20,11 @@
 # Environment: BASE_MODEL, SINGLE_TURN_FILES, AGENTIC_FILES, WORK_DIR (required); COLLECT_FILES (tasks
 # for collection, default AGENTIC_FILES); COLLECT_SAMPLES (trajectories per task, 4); VAL_FILES (stage
 # 1/4 validation, default the training files); CUDA_AGENT_POOL (the pool served on dedicated GPUs by
-# `cuda-agent pool serve`); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage scripts; STAGES (the stages
-# to run, default all: "stage1 merge collect filter rft value stage4"); DRY_RUN=1 prints every stage's
+# `cuda-agent pool serve`); BASELINE_CACHE (the pool's cache folder, its $CUDA_AGENT_CACHE; default this
+# shell's $CUDA_AGENT_CACHE, else ~/.cache/cuda_agent: run the baselines stage on the pool's GPU model);
+# BASELINE_JOBS (parallel torch.compile warm-up, 14); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage
+# scripts; STAGES (the stages to run, default all: "baselines stage1 merge collect filter rft value
+# stage4"); DRY_RUN=1 prints every stage's
 # full command instead of running it. Per-stage Hydra overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS,
 # VALUE_ARGS, STAGE4_ARGS (space-separated).
 set -euo pipefail
@@ -30,7 +35,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 : "${SINGLE_TURN_FILES:?set SINGLE_TURN_FILES to the single-turn training parquet}"
 : "${AGENTIC_FILES:?set AGENTIC_FILES to the agentic training parquet}"
 : "${WORK_DIR:?set WORK_DIR to the folder every stage writes under}"
-STAGES="${STAGES:-stage1 merge collect filter rft value stage4}"
+STAGES="${STAGES:-baselines stage1 merge collect filter rft value stage4}"
 DRY_RUN="${DRY_RUN:-0}"
 COLLECT_FILES="${COLLECT_FILES:-$AGENTIC_FILES}"
 
@@ -73,6 +78,22 @@ read -r -a collect_args <<< "${COLLECT_ARGS:-}"
 read -r -a rft_args <<< "${RFT_ARGS:-}"
 read -r -a value_args <<< "${VALUE_ARGS:-}"
 read -r -a stage4_args <<< "${STAGE4_ARGS:-}"
+
+# Baselines measured ahead, by trusted code on a quiet device, before any trajectory runs: otherwise
+# a task's first evaluation measures them, at a moment an agent chooses (docs/harness.md, Known limits).
+if wants baselines; then
+  cache_env=()
+  [[ -n "${BASELINE_CACHE:-}" ]] && cache_env=(CUDA_AGENT_CACHE="$BASELINE_CACHE")
+  declare -A seen=()
+  for files in "$SINGLE_TURN_FILES" "$AGENTIC_FILES" "$COLLECT_FILES"; do
+    [[ -n "${seen[$files]:-}" ]] && continue
+    seen[$files]=1
+    name="$(basename "$files" .parquet)"
+    run "baselines ($name)" "$WORK_DIR/baselines/$name.done" env "${cache_env[@]}" python3 -m cuda_agent.cli.main \
+      baselines --dataset "$files" --jobs "${BASELINE_JOBS:-14}" --out "$WORK_DIR/baselines/$name.jsonl" \
+      && { [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/baselines/$name.done"; }
+  done
+fi
 
 if wants stage1; then
   run stage1 "$STAGE1_DIR/.stage_done" env MODEL_PATH="$BASE_MODEL" TRAIN_FILES="$SINGLE_TURN_FILES" \

@@ -83,12 +83,25 @@ def raise_wire_error(error: WireError | None) -> NoReturn:
     raise _WIRE_ERRORS.get(error.type, errors.PoolError)(error.message)
 
 
-async def handle_request(pool: Pool, raw: str | bytes) -> PoolResponse:
-    """Answer one request line with `pool`; never raises for a bad request or a pool error."""
+REFRESH_REFUSED = ("this pool does not measure baselines again on a client's request: whoever can reach its "
+                   "socket (the agent's sandbox too) could re-measure until a noisy, slow baseline is cached and "
+                   "inflate every speed-up of the task. Serve it with `cuda-agent pool serve "
+                   "--allow-refresh-baselines`, or evaluate without the pool (`cuda-agent eval --refresh-baselines` "
+                   "with CUDA_AGENT_POOL unset).")
+
+
+async def handle_request(pool: Pool, raw: str | bytes, *, allow_refresh_baselines: bool = True) -> PoolResponse:
+    """Answer one request line with `pool`; never raises for a bad request or a pool error.
+
+    `allow_refresh_baselines=False` (the socket a sandbox can reach): a job asking to measure the
+    task's baselines again is refused, so no client can replace the baselines every reward of the
+    task is computed against."""
     try:
         request = PoolRequest.model_validate_json(raw)
     except ValidationError as exc:
         return error_response(errors.ConfigError(f"malformed pool request: {exc}"))
+    if not allow_refresh_baselines and request.job is not None and request.job.options.refresh_baselines:
+        return error_response(errors.ConfigError(REFRESH_REFUSED))
     try:
         if request.op == "status":
             return PoolResponse(ok=True, status=await pool.status())

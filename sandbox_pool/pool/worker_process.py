@@ -201,7 +201,9 @@ async def _serve(socket: str, config: LocalPoolConfig, handshake: TextIO) -> Non
         handshake.close()
 
     # Ends when the owner closes stdin (or dies), or on SIGINT / SIGTERM.
-    await serve_until_stopped(config.build(), socket, announce=announce, until=stdin.read())
+    # Its one client is the owning pool (a private socket), which applied its own socket's policy.
+    await serve_until_stopped(config.build(), socket, announce=announce, until=stdin.read(),
+                              allow_refresh_baselines=True)
 
 
 def main() -> None:

@@ -89,8 +89,12 @@ def test_pipeline_dry_run_prints_every_stage_chained(tmp_path):
     result = _script("run_pipeline.sh", {**PIPELINE_ENV, "WORK_DIR": str(work)}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
-    assert len(lines) == 9
-    stage1, merge, loops, collect, rft_filter, rft, link, value, stage4 = lines
+    assert len(lines) == 11
+    single_baselines, agentic_baselines, stage1, merge, loops, collect, rft_filter, rft, link, value, stage4 = lines
+    # every task's baselines measured ahead, once per dataset (COLLECT_FILES defaults to the agentic set)
+    assert single_baselines.split() == ["env", "python3", "-m", "cuda_agent.cli.main", "baselines", "--dataset",
+                                        "/d/single.parquet", "--jobs", "14", "--out", f"{work}/baselines/single.jsonl"]
+    assert f"baselines --dataset /d/agentic.parquet --jobs 14 --out {work}/baselines/agentic.jsonl" in agentic_baselines
     assert "run_single_turn_ppo.sh" in stage1 and f"trainer.default_local_dir={work}/stage1" in stage1
     assert f"--local_dir {work}/stage1/global_step_LAST/actor --target_dir {work}/stage1_hf" in merge
     assert f"ACTOR_PATH={work}/stage1_hf" in collect and "trainer.val_only=true" in collect
@@ -100,6 +104,16 @@ def test_pipeline_dry_run_prints_every_stage_chained(tmp_path):
     assert f"MODEL_PATH={work}/rft_hf TRAJECTORIES={work}/trajectories OUT_DIR={work}/critic" in value
     assert f"ACTOR_PATH={work}/rft_hf CRITIC_PATH={work}/critic" in stage4
     assert not work.exists()  # a dry run writes nothing
+
+
+def test_pipeline_measures_baselines_into_the_pools_cache(tmp_path):
+    env = {**PIPELINE_ENV, "WORK_DIR": str(tmp_path / "work"), "STAGES": "baselines", "BASELINE_CACHE": "/pool/cache",
+           "BASELINE_JOBS": "6", "COLLECT_FILES": "/d/collect.parquet"}
+    lines = _script("run_pipeline.sh", env, cwd=tmp_path).stdout.strip().splitlines()
+    assert [line.split("--dataset ")[1].split()[0] for line in lines] == [
+        "/d/single.parquet", "/d/agentic.parquet", "/d/collect.parquet"]
+    assert all(line.startswith("env CUDA_AGENT_CACHE=/pool/cache python3 -m cuda_agent.cli.main baselines")
+               and "--jobs 6" in line for line in lines)
 
 
 def test_pipeline_skips_stages_whose_output_exists(tmp_path):
