@@ -43,10 +43,10 @@ def serve(
     ray_workers: int = typer.Option(1, "--ray-workers", help="Evaluation actors, one per GPU (ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="ray.init address (ray); default: auto/local."),
     socket_mode: str = typer.Option("600", "--socket-mode", help="Octal permissions of the socket file."),
-    allow_refresh_baselines: bool = typer.Option(
-        False, "--allow-refresh-baselines",
-        help="Let clients of the socket measure a task's baselines again (refused by default: the socket is "
-        "mounted into sandboxes, and re-measuring until a slow baseline is cached would inflate rewards)."),
+    trust_clients: bool = typer.Option(
+        False, "--trust-clients",
+        help="Let the socket's clients measure a task's baselines again. Off by default: the socket is mounted "
+        "into agent sandboxes, and re-measuring until a slow baseline is cached would inflate rewards."),
 ) -> None:
     """Start a pool, print its address(es) on stdout, serve until SIGINT / SIGTERM."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
@@ -68,7 +68,7 @@ def serve(
         from cuda_agent.sandbox_pool.pool.ray_pool import init_ray
 
         init_ray(ray_address)
-    asyncio.run(_serve(config.build(), path, mode, allow_refresh_baselines))
+    asyncio.run(_serve(config.build(), path, mode, trust_clients))
 
 
 def _check_socket_free(path: Path) -> None:
@@ -112,7 +112,7 @@ def _config(backend: str, device: str, devices: str | None, cpu_workers: int, wo
     raise typer.BadParameter("use local or ray", param_hint="--backend")
 
 
-async def _serve(pool: "Pool", path: Path, mode: int, allow_refresh_baselines: bool = False) -> None:
+async def _serve(pool: "Pool", path: Path, mode: int, trust_clients: bool = False) -> None:
     from cuda_agent.sandbox_pool.pool.server import PoolServer, serve_until_stopped
 
     def announce(server: PoolServer) -> None:
@@ -122,7 +122,7 @@ async def _serve(pool: "Pool", path: Path, mode: int, allow_refresh_baselines: b
             typer.echo(ray_address)
         sys.stdout.flush()
 
-    await serve_until_stopped(pool, path, announce=announce, mode=mode, allow_refresh_baselines=allow_refresh_baselines)
+    await serve_until_stopped(pool, path, announce=announce, mode=mode, trust_clients=trust_clients)
 
 
 @app.command()

@@ -83,25 +83,33 @@ def raise_wire_error(error: WireError | None) -> NoReturn:
     raise _WIRE_ERRORS.get(error.type, errors.PoolError)(error.message)
 
 
-REFRESH_REFUSED = ("this pool does not measure baselines again on a client's request: whoever can reach its "
-                   "socket (the agent's sandbox too) could re-measure until a noisy, slow baseline is cached and "
-                   "inflate every speed-up of the task. Serve it with `cuda-agent pool serve "
-                   "--allow-refresh-baselines`, or evaluate without the pool (`cuda-agent eval --refresh-baselines` "
-                   "with CUDA_AGENT_POOL unset).")
+def untrusted_refusal(request: PoolRequest) -> str | None:
+    """Why an untrusted client (a sandbox) may not make `request`, or None.
+
+    Refused: a job that measures its task's baselines again. Whoever can reach the socket (every agent
+    sandbox it is mounted into) could re-measure until a noisy or loaded, slow baseline is cached, and
+    inflate every speed-up of the task."""
+    if request.job is not None and request.job.options.refresh_baselines:
+        return ("this pool does not measure baselines again on a client's request: whoever can reach its socket "
+                "(every agent sandbox it is mounted into) could re-measure until a slow baseline is cached and "
+                "inflate every speed-up of the task. Serve it with `cuda-agent pool serve --trust-clients` if only "
+                "you can reach it, or evaluate without the pool (`cuda-agent eval --refresh-baselines` with "
+                "CUDA_AGENT_POOL unset).")
+    return None
 
 
-async def handle_request(pool: Pool, raw: str | bytes, *, allow_refresh_baselines: bool = True) -> PoolResponse:
+async def handle_request(pool: Pool, raw: str | bytes, *, trusted: bool = True) -> PoolResponse:
     """Answer one request line with `pool`; never raises for a bad request or a pool error.
 
-    `allow_refresh_baselines=False` (the socket a sandbox can reach): a job asking to measure the
-    task's baselines again is refused, so no client can replace the baselines every reward of the
-    task is computed against."""
+    `trusted=False` (the socket a sandbox can reach): requests `untrusted_refusal` names are refused
+    before the pool sees them."""
     try:
         request = PoolRequest.model_validate_json(raw)
     except ValidationError as exc:
         return error_response(errors.ConfigError(f"malformed pool request: {exc}"))
-    if not allow_refresh_baselines and request.job is not None and request.job.options.refresh_baselines:
-        return error_response(errors.ConfigError(REFRESH_REFUSED))
+    refusal = None if trusted else untrusted_refusal(request)
+    if refusal is not None:
+        return error_response(errors.ConfigError(refusal))
     try:
         if request.op == "status":
             return PoolResponse(ok=True, status=await pool.status())

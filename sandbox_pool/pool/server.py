@@ -37,14 +37,14 @@ class PoolServer:
     """Answers `protocol` requests on `path` with `pool`. ``async with PoolServer(pool, path): ...``.
 
     The socket is mounted into the agents' sandboxes, so its clients are not trusted with the
-    pool's shared state: a job with `refresh_baselines` is refused unless `allow_refresh_baselines`
-    (protocol.handle_request)."""
+    pool's shared state: unless `trust_clients`, a job with `refresh_baselines` is refused
+    (protocol.untrusted_refusal)."""
 
-    def __init__(self, pool: Pool, path: Path | str, *, mode: int = 0o600, allow_refresh_baselines: bool = False) -> None:
+    def __init__(self, pool: Pool, path: Path | str, *, mode: int = 0o600, trust_clients: bool = False) -> None:
         self.pool = pool
         self.path = Path(path)
         self.mode = mode
-        self.allow_refresh_baselines = allow_refresh_baselines
+        self.trust_clients = trust_clients
         self._server: asyncio.base_events.Server | None = None
         self._handlers: set[asyncio.Task] = set()
 
@@ -105,7 +105,7 @@ class PoolServer:
 
     async def _answer(self, line: bytes, reader: asyncio.StreamReader):
         """The response to `line`, or None when the client hung up first (its job is withdrawn)."""
-        job = asyncio.create_task(handle_request(self.pool, line, allow_refresh_baselines=self.allow_refresh_baselines))
+        job = asyncio.create_task(handle_request(self.pool, line, trusted=self.trust_clients))
         hangup = asyncio.create_task(reader.read(1))
         try:
             await asyncio.wait({job, hangup}, return_when=asyncio.FIRST_COMPLETED)
@@ -124,14 +124,14 @@ class PoolServer:
 
 async def serve_until_stopped(pool: Pool, path: Path | str, *, announce: Callable[[PoolServer], None],
                               mode: int = 0o600, until: Awaitable[Any] | None = None,
-                              allow_refresh_baselines: bool = False) -> None:
+                              trust_clients: bool = False) -> None:
     """Start `pool`, serve it on `path`, call `announce` once serving; stop on SIGINT / SIGTERM
     (or when `until` completes), closing the server and the pool."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with pool, PoolServer(pool, path, mode=mode, allow_refresh_baselines=allow_refresh_baselines) as server:
+    async with pool, PoolServer(pool, path, mode=mode, trust_clients=trust_clients) as server:
         announce(server)
         waits = {asyncio.ensure_future(stop.wait())}
         if until is not None:

@@ -203,7 +203,7 @@ async def _serve(socket: str, config: LocalPoolConfig, handshake: TextIO) -> Non
     # Ends when the owner closes stdin (or dies), or on SIGINT / SIGTERM.
     # Its one client is the owning pool (a private socket), which applied its own socket's policy.
     await serve_until_stopped(config.build(), socket, announce=announce, until=stdin.read(),
-                              allow_refresh_baselines=True)
+                              trust_clients=True)
 
 
 def main() -> None:
