@@ -71,6 +71,8 @@ last_step() {
   if [[ -f "$tracker" ]]; then echo "$1/global_step_$(cat "$tracker")"; else echo "$1/global_step_LAST"; fi
 }
 
+# a stage's command and its mark are two statements: `cmd && mark_done` would not stop the pipeline
+# (set -e ignores a failure on the left of &&) when the stage fails
 mark_done() { [[ "$DRY_RUN" == "1" ]] || touch "$1/.stage_done"; }
 
 read -r -a stage1_args <<< "${STAGE1_ARGS:-}"
@@ -90,15 +92,16 @@ if wants baselines; then
     seen[$files]=1
     name="$(basename "$files" .parquet)"
     run "baselines ($name)" "$WORK_DIR/baselines/$name.done" env "${cache_env[@]}" python3 -m cuda_agent.cli.main \
-      baselines --dataset "$files" --jobs "${BASELINE_JOBS:-14}" --out "$WORK_DIR/baselines/$name.jsonl" \
-      && { [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/baselines/$name.done"; }
+      baselines --dataset "$files" --jobs "${BASELINE_JOBS:-14}" --out "$WORK_DIR/baselines/$name.jsonl"
+    [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/baselines/$name.done"
   done
 fi
 
 if wants stage1; then
   run stage1 "$STAGE1_DIR/.stage_done" env MODEL_PATH="$BASE_MODEL" TRAIN_FILES="$SINGLE_TURN_FILES" \
     VAL_FILES="${VAL_FILES:-$SINGLE_TURN_FILES}" bash "$HERE/run_single_turn_ppo.sh" \
-    trainer.default_local_dir="$STAGE1_DIR" "${stage1_args[@]}" && mark_done "$STAGE1_DIR"
+    trainer.default_local_dir="$STAGE1_DIR" "${stage1_args[@]}"
+  mark_done "$STAGE1_DIR"
 fi
 
 if wants merge; then
@@ -121,7 +124,8 @@ yaml.safe_dump(e, open(sys.argv[2], 'w'))" "$HERE/config/agent_loops.yaml" "$loo
     actor_rollout_ref.rollout.val_kwargs.n="${COLLECT_SAMPLES:-4}" actor_rollout_ref.rollout.val_kwargs.do_sample=true \
     actor_rollout_ref.rollout.val_kwargs.temperature=1.0 \
     actor_rollout_ref.rollout.agent.agent_loop_config_path="$loops" \
-    trainer.default_local_dir="$WORK_DIR/collect" "${collect_args[@]}" && mark_done "$TRAJECTORIES"
+    trainer.default_local_dir="$WORK_DIR/collect" "${collect_args[@]}"
+  mark_done "$TRAJECTORIES"
 fi
 
 if wants filter; then
@@ -130,7 +134,8 @@ fi
 
 if wants rft; then
   run rft "$RFT_DIR/.stage_done" env MODEL_PATH="$STAGE1_HF" SFT_FILES="$SFT" OUT_DIR="$RFT_DIR" \
-    bash "$HERE/run_rft.sh" "${rft_args[@]}" && mark_done "$RFT_DIR"
+    bash "$HERE/run_rft.sh" "${rft_args[@]}"
+  mark_done "$RFT_DIR"
   run rft_hf "$RFT_HF" ln -s "$(last_step "$RFT_DIR")/huggingface" "$RFT_HF"
 fi
 
@@ -142,6 +147,7 @@ fi
 if wants stage4; then
   run stage4 "$STAGE4_DIR/.stage_done" env ACTOR_PATH="$RFT_HF" CRITIC_PATH="$CRITIC" TRAIN_FILES="$AGENTIC_FILES" \
     VAL_FILES="${VAL_FILES:-$AGENTIC_FILES}" bash "$HERE/run_agentic_ppo.sh" \
-    trainer.default_local_dir="$STAGE4_DIR" "${stage4_args[@]}" && mark_done "$STAGE4_DIR"
+    trainer.default_local_dir="$STAGE4_DIR" "${stage4_args[@]}"
+  mark_done "$STAGE4_DIR"
 fi
 echo "[pipeline] done: actor $STAGE4_DIR, critic $CRITIC" >&2

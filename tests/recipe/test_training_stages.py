@@ -116,6 +116,19 @@ def test_pipeline_measures_baselines_into_the_pools_cache(tmp_path):
                and "--jobs 6" in line for line in lines)
 
 
+def test_a_failed_stage_stops_the_pipeline(tmp_path):
+    """Really run (no DRY_RUN): the baselines stage fails (no GPU here; elsewhere the dataset does not exist),
+    so stage 1 must not start."""
+    env = {**os.environ, **PIPELINE_ENV, "SINGLE_TURN_FILES": str(tmp_path / "missing.parquet"), "WORK_DIR": str(tmp_path / "work"),
+           "STAGES": "baselines stage1", "DRY_RUN": "0", "PATH": f"{BIN}:{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(RECIPE / "run_pipeline.sh")], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    assert "[pipeline] baselines (missing)" in result.stderr and "cuda-agent: error:" in result.stderr
+    assert "[pipeline] stage1" not in result.stderr and "done: actor" not in result.stderr
+    assert not (tmp_path / "work" / "baselines" / "missing.done").exists()
+
+
 def test_pipeline_skips_stages_whose_output_exists(tmp_path):
     work = tmp_path / "work"
     (work / "stage1").mkdir(parents=True)
