@@ -68,3 +68,10 @@ async def test_socket_clients_cannot_measure_baselines_again(socket_path: Path, 
         async with PoolServer(pool, socket_path, trust_clients=True):
             result = await PoolClient(str(socket_path)).evaluate(_refreshing(make_job("cpu_cheat")))
             assert result.status is EvalStatus.VIOLATION  # evaluated, not refused
+
+
+async def test_a_worker_process_serves_its_owners_refresh(pool_cache: Path) -> None:
+    """The owner's jobs reach a worker process over the worker's private socket: the owner is trusted there."""
+    async with LocalPool(LocalPoolConfig(cache_dir=pool_cache, worker_processes=True)) as pool:
+        result = await pool.evaluate(_refreshing(make_job("cpu_cheat")))
+    assert result.status is EvalStatus.VIOLATION  # evaluated by the worker, not refused by its socket
