@@ -20,12 +20,18 @@
 #           NVML GPU utilisation per point. <= 4 min (timeouts 140 + 50 + 45 s; each JSON written per point);
 #           POOLSWEEP_POINTS picks the extra points (default "depth1 fresh"; "depth8": 8 evaluations in flight)
 #                                                                   -> pool_sweep.json, pool_depth1.json, pool_fresh.json, pool_sweep.log
+#   pool16  issue 12's target point alone: one GPU, 16 submitters, 48 jobs at the default depth (4), then
+#           32 jobs at depth 8; ~2 min                               -> pool16_depth4.json, pool16_depth8.json, pool16.log
 #   poolsweep2 issue 16: the same sweep on two GPUs (a worker process per GPU); needs 2 GPUs -> pool_sweep_2gpu.json
 #   agentpath  the agent's per-call path (issue 12): skill scripts through a served pool, `cuda-agent eval`
 #           (static reject, cold, unchanged) and the official-style scripts on the same workspace; ~4 min
 #           on one H200 (AGENTPATH_CASES=diag_matmul,softmax for both tasks, ~+3 min); then the cold eval's
 #           timeline (benchmarks/agent_path/eval_timeline.py: empty caches, then warm), ~1 min
 #                                  -> agentpath/results.{json,md}, agentpath/eval_timeline_{cold,warm}.{txt,json}, agentpath.log
+#   timeline  issue 12: the cold `cuda-agent eval` phase by phase on GPU 0 (eval_timeline.py), three runs on one
+#           cache: every cache empty; then a new candidate (its build cold, the task's baselines cached: the
+#           agent's usual cold eval); then the same candidate again (build cached); then bench_prepare.py
+#           (the parent's reference preparation alone); ~1.5 min   -> timeline/{cold,fresh_build,warm}.{txt,json}, prepare.json
 #   kernelbench  the runner (issue 14) through the scripted endpoint on KernelBench level 1/2 problems with
 #           hand-written kernels (benchmarks/runner/kb_solutions), the whole loop real, + the HTML report; then
 #           eager/torch.compile baselines of as many level 1-3 problems as fit in KB_BUDGET (110) s, ranked
@@ -93,6 +99,20 @@ agentpath_phase() {  # issue 12: per-step table, ours vs official-style, on GPU 
     echo "eval_timeline $run rc=$?" >>"$OUT/agentpath.log"; cat "$OUT/agentpath/eval_timeline_$run.txt"
   done
   rm -rf "$tcache"; stamp "agentpath done"
+}
+timeline_phase() {  # issue 12: cold eval phase by phase (every cache empty / new build / cached build), on GPU 0
+  stamp "timeline"
+  local tcache; tcache=$(mktemp -d); mkdir -p "$OUT/timeline"
+  for run in cold fresh_build warm; do
+    local extra=""; [ "$run" = fresh_build ] && extra="--fresh-build"
+    CUDA_VISIBLE_DEVICES=0 timeout 200 python3 -P benchmarks/agent_path/eval_timeline.py --device cuda --cache "$tcache" \
+      $extra --json "$OUT/timeline/$run.json" >"$OUT/timeline/$run.txt" 2>&1
+    echo "eval_timeline $run rc=$?" >>"$OUT/timeline/$run.txt"; cat "$OUT/timeline/$run.txt"
+  done
+  rm -rf "$tcache"
+  CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -P benchmarks/harness/bench_prepare.py --device cuda --repeats 10 \
+    >"$OUT/prepare.json" 2>&1; cat "$OUT/prepare.json"
+  stamp "timeline done"
 }
 pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one shared cache (baselines measured once)
   local devices=$1 sfx=$2 cache=/tmp/poolsweep_cache$2 log="$OUT/pool_sweep$2.log"; local n; n=$(( $(tr -cd , <<<"$devices" | wc -c) + 1 ))
@@ -188,6 +208,7 @@ train_phase() {  # issue 13: one sft_trainer step + value pre-training on GPU 0 
   stamp "train done"; grep -E '"rc"|"wall_s"|^rc=' "$OUT/train.log" | head -12
 }
 if has train; then train_phase; fi
+if has timeline; then timeline_phase; fi
 if has agentpath; then agentpath_phase; fi
 if has kernelbench; then kernelbench_phase; fi
 if has kbbaselines; then kbbaselines_phase; fi
@@ -196,6 +217,15 @@ if has pool1p; then pool_phase 1 _process --worker-processes yes; fi
 if has pool2 && [ "$GPUS" -ge 2 ]; then pool_phase 2 ""; fi
 if has pool2in && [ "$GPUS" -ge 2 ]; then pool_phase 2 _in_process --worker-processes no; fi
 if has poolsweep; then pool_sweep "$LAST" ""; fi
+if has pool16; then
+  stamp "pool16"
+  for depth in 4 8; do
+    timeout 90 python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$LAST" --pipeline-depth $depth \
+      --submitters 16 --jobs $(( depth == 4 ? 48 : 32 )) --out "$OUT/pool16_depth$depth.json" >>"$OUT/pool16.log" 2>&1
+    echo "depth$depth rc=$?" >>"$OUT/pool16.log"
+  done
+  stamp "pool16 done"; grep -E '^\[bench_pool\]|rc=' "$OUT/pool16.log"
+fi
 if has poolsweep2 && [ "$GPUS" -ge 2 ]; then pool_sweep 0,1 _2gpu; fi
 stamp "end"
 exit "$status"

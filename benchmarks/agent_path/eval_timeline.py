@@ -8,14 +8,15 @@ started:
 
     imports            the CLI's own modules (no torch)
     static check       before anything starts
-    torch import       the CLI loads the reference (before_evaluation)
-    compile            started by the one-shot path first (harness/oneshot.py)
+    compile            started by the one-shot path first, before the torch import (harness/oneshot.py)
+    torch import       the CLI loads the reference (before_evaluation, in a worker thread), beside the compile
     evaluator start    the forkserver (torch import, CUDA probe on cuda), overlapping the compile
     CUDA init (parent) the evaluator takes the job: its receipt initialises CUDA in this process
     stages             every stage's `started_s` / `duration_s` (on cuda a baseline cache miss
                        is measured during the compile: evaluator.overlap_baselines)
 
 Usage: python benchmarks/agent_path/eval_timeline.py --device cpu [--json OUT.json]
+       python benchmarks/agent_path/eval_timeline.py --device cpu --cache C --fresh-build   # baselines in C, new build
        python benchmarks/agent_path/eval_timeline.py --device cuda     # on a GPU node
 """
 
@@ -54,6 +55,9 @@ def main() -> None:
     parser.add_argument("--solution", help="a folder with model_new.py and kernels/ (default: cpu_fast / cuda_fast)")
     parser.add_argument("--cache", type=Path, help="cache folder to use (default: a fresh one: everything cold)")
     parser.add_argument("--json", type=Path, help="also write the timeline here")
+    parser.add_argument("--fresh-build", action="store_true",
+                        help="a new candidate (a comment in each kernel source): its build misses the cache while "
+                             "the task's baselines in --cache hit (the agent's usual cold eval)")
     args = parser.parse_args()
     import logging
 
@@ -70,7 +74,11 @@ def main() -> None:
             path.unlink()
         shutil.copytree(solution, ws, dirs_exist_ok=True)
         cache = args.cache or work / "cache"
-        job = EvalJob(problem_src=read_problem(ws), files=read_candidate_files(ws), device=args.device,
+        files = read_candidate_files(ws)
+        if args.fresh_build:
+            stamp = f"\n// eval_timeline {time.time_ns()}\n"
+            files = {k: v + stamp if k.startswith("kernels/") else v for k, v in files.items()}
+        job = EvalJob(problem_src=read_problem(ws), files=files, device=args.device,
                       options=EvalOptions(), task_id=str(ws))
         t_static = now()
         assert static_verdict(job) is None, "the solution fails the static check"
@@ -79,9 +87,9 @@ def main() -> None:
         def before_evaluation() -> None:  # what the CLI does there: load the reference (torch)
             from cuda_agent.sandbox_pool.harness.problem import load_problem
 
-            marks["torch import"] = now()
+            marks["torch import"] = now()  # the compile began just before (harness/oneshot.py)
             load_problem(job.problem_src)
-            marks["compile start"] = now()
+            marks["reference loaded"] = now()
 
         result = asyncio.run(evaluate_oneshot(job, use_cache=False, cache_dir=cache,
                                               before_evaluation=before_evaluation))
@@ -90,12 +98,12 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     evaluate_entry = end - (result.wall_s or 0.0)
     compile_stage = result.stages.get("compile")
-    run0 = (marks["compile start"] - compile_stage.started_s if compile_stage and compile_stage.started_s is not None
+    run0 = (marks["torch import"] - compile_stage.started_s if compile_stage and compile_stage.started_s is not None
             else evaluate_entry)
-    run0 = max(run0, evaluate_entry)  # the compile starts ~0.1 s after the mark (the evaluator module's import)
+    run0 = max(run0, evaluate_entry)  # the compile starts a few ms before the mark
     rows = [("imports (CLI modules)", 0.0, imported), ("static check", t_static, marks["torch import"]),
-            ("torch import (reference load)", marks["torch import"], marks["compile start"]),
-            ("evaluator start (forkserver), beside the compile", marks["compile start"], evaluate_entry),
+            ("torch import (reference load), beside the compile", marks["torch import"], marks["reference loaded"]),
+            ("evaluator start (forkserver), beside the compile", marks["reference loaded"], evaluate_entry),
             ("evaluator takes the job (receipt: CUDA init here)", evaluate_entry, run0)]
     for name, stage in result.stages.items():
         if stage.started_s is not None and stage.duration_s is not None:

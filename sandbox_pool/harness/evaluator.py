@@ -17,9 +17,10 @@ import random
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import torch
@@ -122,22 +123,35 @@ class Evaluator:
     def device(self) -> str:
         return "cpu" if self.config.device == "cpu" else f"cuda:{self.config.device_index}"
 
-    async def evaluate(self, job: EvalJob, build: "BuildResult | PendingBuild | None" = None) -> EvalResult:
-        """Evaluate one job. Candidate failures are results; harness failures are INFRA_ERROR results."""
-        await self.start()
-        if job.device != self.config.device:
-            raise InfraError(f"job for device {job.device!r} sent to a {self.config.device!r} evaluator")
-        started = time.monotonic()
-        async with self._slots:  # pipeline_depth evaluations at once; the gate decides who uses the device
-            self.active += 1
-            try:
-                result = await self._attempts(job, build)
-            finally:
-                self.active -= 1
+    async def evaluate(self, job: EvalJob, build: "BuildResult | PendingBuild | None" = None,
+                       ahead: "ReferenceAhead | None" = None) -> EvalResult:
+        """Evaluate one job. Candidate failures are results; harness failures are INFRA_ERROR results.
+
+        `ahead`: this job's reference, already being prepared (`prepare_ahead`); its first attempt uses it."""
+        try:
+            await self.start()
+            if job.device != self.config.device:
+                raise InfraError(f"job for device {job.device!r} sent to a {self.config.device!r} evaluator")
+            started = time.monotonic()
+            async with self._slots:  # pipeline_depth evaluations at once; the gate decides who uses the device
+                self.active += 1
+                try:
+                    result = await self._attempts(job, build, ahead)
+                finally:
+                    self.active -= 1
+        finally:
+            if ahead is not None:
+                await ahead.discard()  # not taken (a compile error, a rejected candidate): its work goes
         result.wall_s = time.monotonic() - started
         return result
 
-    async def _attempts(self, job: EvalJob, build: "BuildResult | PendingBuild | None") -> EvalResult:
+    def prepare_ahead(self, job: EvalJob) -> "ReferenceAhead":
+        """Start preparing `job`'s reference now, before `evaluate` (the one-shot path: while the forkserver
+        boots and the candidate compiles, so verification finds it done). Pass it to `evaluate`."""
+        return ReferenceAhead(self, job)
+
+    async def _attempts(self, job: EvalJob, build: "BuildResult | PendingBuild | None",
+                        ahead: "ReferenceAhead | None" = None) -> EvalResult:
         """Run the job sharing the device; re-run it solo when sharing could have decided its verdict."""
         solo, notes = False, []
         for attempt in range(1, SHARED_ATTEMPTS + 2):
@@ -147,7 +161,7 @@ class Evaluator:
             try:
                 if solo:
                     await lease.acquire_solo()
-                await _Run(self, job, result, lease).run(build)
+                await _Run(self, job, result, lease, ahead if attempt == 1 else None).run(build)
             except Preempted as exc:
                 solo = exc.solo_next or attempt >= SHARED_ATTEMPTS
                 notes.append("stopped: " + ("a child step held up another evaluation's timed calls" if exc.solo_next
@@ -243,14 +257,16 @@ class PendingBuild:
 class _Run:
     """One evaluation, as a sequence of named stages."""
 
-    def __init__(self, evaluator: Evaluator, job: EvalJob, result: EvalResult, lease: Lease) -> None:
+    def __init__(self, evaluator: Evaluator, job: EvalJob, result: EvalResult, lease: Lease,
+                 ahead: "ReferenceAhead | None" = None) -> None:
         self.ev = evaluator
         self.lease = lease
         self.job = job
         self.opts = job.options
         self.result = result
         self.atol, self.rtol = self.opts.tolerances()
-        self.seed = self.opts.seed if self.opts.seed is not None else random.randrange(1, 2**31 - 2**20)
+        self.ahead = ahead
+        self.seed = ahead.seed if ahead is not None else _draw_seed(self.opts.seed)
         self.result.receipt.seed = self.seed
 
     def stage(self, name: str, **fields: Any) -> StageOutcome:
@@ -344,7 +360,7 @@ class _Run:
         return build
 
     async def verify_and_time(self, problem: Problem, build: BuildResult) -> bool:
-        work = tempfile.mkdtemp(prefix="cuda_agent_eval_", dir=_fast_tmp())
+        work = self.ahead.work if self.ahead is not None else tempfile.mkdtemp(prefix="cuda_agent_eval_", dir=_fast_tmp())
         try:
             return await self._verify_and_time(problem, build, work)
         finally:
@@ -375,12 +391,10 @@ class _Run:
             try:
                 await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
                 t_gate = time.monotonic()
-                prepared = await asyncio.to_thread(  # on a stream of its own: reference.own_stream
-                    own_stream, self.ev.device, prepare, problem, work, self.ev.device, seed=self.seed,
-                    trials=self.opts.correctness_trials,
-                    timed_calls=self.opts.timed_calls if self.opts.profile else 0, atol=self.atol, rtol=self.rtol,
-                    print_seed=secrets.randbits(62),  # never sent before the timed call it is for
-                    influence_checks=self.opts.influence_checks)
+                if self.ahead is not None:
+                    prepared = await self.ahead.take()
+                else:
+                    prepared = await prepare_reference(self.ev, self.lease, problem, self.job, work, self.seed)
                 prepare_s = time.monotonic() - t_gate
                 await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
             except BaseException:
@@ -399,11 +413,20 @@ class _Run:
         marks = " | ".join(f"{name} {at:.2f}s" for name, at in session.marks_since(t0))
         shared = "shared with other evaluations" if self.lease.overlapped else "no other evaluation"
         verify.log = (verify.log + f"\nphases (s since start): {marks}"
-                      f"\ndevice: reference {prepare_s:.2f}s; waited for the gate {self.lease.waited_s:.2f}s; "
+                      f"\ndevice: reference {prepare_s:.2f}s{self._ahead_note(t0)}; waited for the gate {self.lease.waited_s:.2f}s; "
                       f"alone {session.exclusive_s:.2f}s; {shared}"
                       f"\ntrial outputs: {session.region_reads} through the shared region{' (pinned)' if pinned else ''}, "
                       f"{session.file_reads} through files").strip()
         return ok
+
+    def _ahead_note(self, t0: float) -> str:
+        ahead = self.ahead
+        if ahead is None or ahead.span is None:
+            return ""
+        began, ended = ahead.span
+        lead = t0 - ended
+        when = f"done {lead:.2f}s before verification began" if lead >= 0 else f"verification waited {-lead:.2f}s for it"
+        return f" (prepared ahead in {ended - began:.2f}s, {when})"
 
     async def baselines(self, problem: Problem, early: "asyncio.Task[baseline_mod.Baselines] | None" = None) -> None:
         """Serve the task's baselines from the cache, else measure them (device solo); `early`: the
@@ -471,6 +494,90 @@ class _Run:
             return measured
         finally:
             await lease.close()
+
+
+def _draw_seed(fixed: int | None) -> int:
+    return fixed if fixed is not None else random.randrange(1, 2**31 - 2**20)
+
+
+def gate_pause(lease: Lease, loop: asyncio.AbstractEventLoop, device: str,
+               stop: threading.Event | None = None) -> Callable[[], None]:
+    """`reference.prepare`'s pause, for the worker thread that prepares under `lease` (held shared):
+    while another evaluation's timed window waits for the device, finish this thread's queued
+    device work, give the device up and take it again after the window. Without it, a timed window
+    waited for whole preparations (~40 reference runs each; 0.7 s per evaluation with four in
+    flight on the H200) and the device idled meanwhile. `stop` set: the preparation is abandoned."""
+    cuda = torch.device(device).type == "cuda"
+
+    def pause() -> None:
+        if stop is not None and stop.is_set():
+            raise asyncio.CancelledError("reference preparation abandoned")
+        if not lease.gate.exclusive_wanted:
+            return
+        if cuda:
+            torch.cuda.current_stream(device).synchronize()
+        asyncio.run_coroutine_threadsafe(lease.shared(), loop).result()  # Preempted: the attempt stops
+
+    return pause
+
+
+async def prepare_reference(ev: Evaluator, lease: Lease, problem: Problem, job: EvalJob, work: str,
+                            seed: int, stop: threading.Event | None = None) -> PreparedReference:
+    """`reference.prepare` for `job` in a worker thread, on a stream of its own (`own_stream`), pausing
+    for other evaluations' timed windows (`gate_pause`); `lease` is held shared."""
+    opts = job.options
+    atol, rtol = opts.tolerances()
+    return await asyncio.to_thread(
+        own_stream, ev.device, prepare, problem, work, ev.device, seed=seed, trials=opts.correctness_trials,
+        timed_calls=opts.timed_calls if opts.profile else 0, atol=atol, rtol=rtol,
+        print_seed=secrets.randbits(62),  # never sent before the timed call it is for
+        influence_checks=opts.influence_checks, pause=gate_pause(lease, asyncio.get_running_loop(), ev.device, stop))
+
+
+class ReferenceAhead:
+    """One job's reference, prepared before its evaluation reaches verification (`Evaluator.prepare_ahead`).
+
+    The one-shot path starts it as soon as the evaluator exists: the preparation (~1 s in a fresh
+    process on the H200: CUDA's first kernels, cuBLAS, ~40 reference runs) then runs while the
+    forkserver boots and the candidate compiles, instead of after both. It holds the device shared
+    under a lease of its own (a baseline measurement waits for it, `gate_pause` lets one go first)
+    and chooses the seed the evaluation's first attempt uses; a later attempt prepares afresh."""
+
+    def __init__(self, ev: Evaluator, job: EvalJob) -> None:
+        self.seed = _draw_seed(job.options.seed)
+        self.work = tempfile.mkdtemp(prefix="cuda_agent_eval_", dir=_fast_tmp())
+        self._taken = False
+        self._stop = threading.Event()
+        self.span: tuple[float, float] | None = None  # (began, ended) of the preparation, monotonic
+        self.task: asyncio.Task[PreparedReference] = asyncio.ensure_future(self._prepare(ev, job))
+
+    async def _prepare(self, ev: Evaluator, job: EvalJob) -> PreparedReference:
+        problem = load_problem(job.problem_src)
+        lease = ev.gate.lease()
+        try:
+            await lease.shared()
+            began = time.monotonic()
+            prepared = await prepare_reference(ev, lease, problem, job, self.work, self.seed, self._stop)
+            self.span = (began, time.monotonic())
+            return prepared
+        finally:
+            await lease.close()
+
+    async def take(self) -> PreparedReference:
+        """The prepared reference (its failure is the evaluation's); the run owns `work` from now on."""
+        self._taken = True
+        return await self.task
+
+    async def discard(self) -> None:
+        """End an untaken preparation and remove its folder (an evaluation that stopped before verifying)."""
+        if self._taken:
+            return
+        self._taken = True
+        self._stop.set()  # a running preparation stops at its next step; its lease holds the device till then
+        await asyncio.wait({self.task})
+        if not self.task.cancelled():
+            self.task.exception()  # retrieved: nobody needs it
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def _fast_tmp() -> str | None:

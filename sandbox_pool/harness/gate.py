@@ -80,6 +80,11 @@ class DeviceGate:
     def busy_exclusive(self) -> bool:
         return self._exclusive is not None
 
+    @property
+    def exclusive_wanted(self) -> bool:
+        """An exclusive (or solo) request is waiting: shared holders between steps should let it go first."""
+        return self._writers > 0
+
     def _log(self, kind: str, start: float) -> None:
         self.stats.log.append((kind, start, time.monotonic()))
         if len(self.stats.log) > LOG_WINDOWS:

@@ -3,11 +3,15 @@
     1. static check    in this process, before torch is imported or any worker starts:
                        a rejected candidate is answered in milliseconds
     2. result cache    an unchanged candidate (same key: `result_cache`) is answered from disk
-    3. evaluation      the evaluator's forkserver is launched first (it boots while this process
-                       imports torch); the candidate's compile starts (content-addressed build
-                       cache); meanwhile the forkserver finishes its start (CUDA probe), the
-                       evaluator takes the job and, on cuda, measures the task's baselines if they
-                       are not cached; then verify / time (evaluator.overlap_baselines)
+    3. evaluation      the evaluator's forkserver is launched first; the candidate's compile starts
+                       next, still without torch (content-addressed build cache; the toolchain
+                       comes from its record, `detect_toolchain`); this process then imports torch
+                       (the reference load, the evaluator) in a worker thread while the event loop
+                       drives the compile; meanwhile the forkserver finishes its start (CUDA
+                       probe), the evaluator prepares the reference (`Evaluator.prepare_ahead`),
+                       takes the job with the build under way and, on cuda, measures the task's
+                       baselines if they are not cached; then verify / time
+                       (evaluator.overlap_baselines)
 
 Steps 1 and 2 import neither torch nor the evaluator. The verdicts are the evaluator's own:
 step 1 runs the same `check_candidate` the evaluator runs first, step 2 serves a result the
@@ -16,6 +20,7 @@ evaluator produced for exactly this key.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from pathlib import Path
@@ -28,6 +33,7 @@ from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 from cuda_agent.sandbox_pool.harness.verdict import fail
 
 if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.harness.compiler import BuildResult
     from cuda_agent.sandbox_pool.harness.evaluator import EvaluatorConfig
     from cuda_agent.sandbox_pool.harness.runner import Zygote
 
@@ -84,39 +90,68 @@ async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = N
         if hit is not None:
             return hit
     # The forkserver boots (python, torch import, CUDA probe: ~7 s on an H200) while this process
-    # imports torch for the reference and the evaluator; nothing it runs depends on them.
+    # compiles and imports torch for the reference and the evaluator; nothing it runs depends on them.
+    from cuda_agent.sandbox_pool.harness.compiler import build_extension  # torch-free
     from cuda_agent.sandbox_pool.harness.runner import Zygote
 
     zygote = Zygote(cuda=job.device == "cuda")
     zygote.launch()
+    # The compile starts before the torch import (~2.7 s): the toolchain comes from its record
+    # (`detect_toolchain`), so the first compiler runs at once. Same cache folder as the evaluator's.
+    build_started = time.monotonic()
+    build = asyncio.ensure_future(build_extension(
+        job.files, job.device, cache_dir=_build_cache_dir(config, cache_root), timeout_s=job.options.compile_timeout_s))
     try:
-        if before_evaluation is not None:
-            before_evaluation()
-        result = await _evaluate(job, config, cache_root, zygote)
+        # In a worker thread, so the event loop goes on driving the compiler's subprocesses.
+        await asyncio.to_thread(_import_torch_side, before_evaluation)
+        result = await _evaluate(job, config, cache_root, zygote, build, build_started)
     except BaseException:
-        zygote.close()
+        try:
+            await asyncio.wait({build})  # no compiler left running; it still lands in the build cache
+            if not build.cancelled():
+                build.exception()  # retrieved: reported by the evaluator, or not needed
+        finally:
+            zygote.close()
         raise
     # Keyed again: this evaluation may have measured (created) the task's baselines.
     cache.put(result_key(job, cache_root, _settings(config, True, 16384)), result)
     return result
 
 
-async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: Path, zygote: "Zygote") -> EvalResult:
-    from cuda_agent.sandbox_pool.harness.compiler import build_extension
+def _build_cache_dir(config: "EvaluatorConfig | None", cache_root: Path) -> Path:
+    """The folder the evaluator builds in (`Evaluator.cache_dir`), known before it is imported."""
+    if config is None:
+        return cache_root  # _evaluate's EvaluatorConfig gets cache_root
+    return Path(config.cache_dir or default_cache_dir())
+
+
+def _import_torch_side(before_evaluation: Callable[[], object] | None) -> None:
+    """What needs torch before the evaluation: the caller's reference load, then the evaluator's import."""
+    if before_evaluation is not None:
+        before_evaluation()
+    import cuda_agent.sandbox_pool.harness.evaluator  # noqa: F401
+
+
+async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: Path, zygote: "Zygote",
+                    build_task: "asyncio.Future[BuildResult]", build_started: float) -> EvalResult:
     from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig, PendingBuild
 
     cfg = config or EvaluatorConfig(device=job.device, cache_dir=cache_root)
     evaluator = Evaluator(cfg, zygote=zygote)
-    # The compile starts first and runs on while the forkserver starts (torch import, CUDA probe), the
-    # evaluator takes the job (its receipt initialises CUDA here) and, on cuda, measures the task's
-    # missing baselines (evaluator.overlap_baselines). A broken toolchain: the evaluator builds again
-    # and reports it as an infra_error result.
-    build = PendingBuild(build_extension(job.files, job.device, cache_dir=evaluator.cache_dir,
-                                         timeout_s=job.options.compile_timeout_s))
+    # The compile, started before the torch import, runs on while the forkserver starts (torch import,
+    # CUDA probe), the evaluator takes the job (its receipt initialises CUDA here) and, on cuda, measures
+    # the task's missing baselines (evaluator.overlap_baselines). A broken toolchain: the evaluator
+    # builds again and reports it as an infra_error result.
+    build = PendingBuild(build_task)  # type: ignore[arg-type]  # ensure_future keeps a task as it is
+    build.started = build_started  # the compile stage's started_s: when it really began
+    # The reference is prepared now too (~1 s in a fresh process on the H200), while the forkserver
+    # boots, so verification finds it done (`Evaluator.prepare_ahead`).
+    ahead = evaluator.prepare_ahead(job)
     try:
         await evaluator.start()
-        return await evaluator.evaluate(job, build=build)
+        return await evaluator.evaluate(job, build=build, ahead=ahead)
     finally:
+        await ahead.discard()  # after a failed start: evaluate never got it
         await build.settle()  # awaited already, unless the evaluator failed to start: it still lands in the cache
         await evaluator.close()
 

@@ -152,8 +152,13 @@ def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
 def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
     atol: float, rtol: float, print_seed: int, perturb: bool = True, influence_checks: int = 0,
+    pause: Callable[[], None] | None = None,
 ) -> PreparedReference:
     """Write the init file for a child and compute what the parent judges with.
+
+    `pause` is called between steps (one reference run each): a pool's worker passes one that
+    gives the device to a waiting timed window (`evaluator.gate_pauses`), so preparing a reference
+    (~40 reference runs) never holds another evaluation's timed calls up for long.
 
     The trials are `trials` draws (native, then the other distributions in turn) followed by
     up to `influence_checks` influence twins: a copy of an i.i.d.-looking trial's draw with the
@@ -163,8 +168,10 @@ def prepare(
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
     prepared = PreparedReference(perturbed=perturbed)
+    pause = pause or _no_pause
     plan = correctness_plan(trials)
     for k, distribution in enumerate(plan):
+        pause()
         chosen, inputs, outputs = _finite_draw(problem, model, device, distribution, seed + 100 + 1000 * k)
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
@@ -172,12 +179,14 @@ def prepare(
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
     for j, base in enumerate(influence_bases(plan, influence_checks)):
+        pause()
         _add_twin(prepared, problem, model, device, base,
                   seed + INFLUENCE_SEED_OFFSET + 1000 * j, INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)])
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
     prepared.timing_draws = timing_draws(seed, timed_calls)
     prepared.print_seeds = [print_seed + 1000 * k for k in range(timed_calls)]
     for k, planned in enumerate(prepared.timing_draws):
+        pause()
         inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device)
         try:
             outputs: list[Any] | None = _run(model, inputs)
@@ -188,6 +197,10 @@ def prepare(
             if outputs is not None and _all_finite(outputs) else None
         )
     return prepared
+
+
+def _no_pause() -> None:
+    return None
 
 
 def influence_bases(plan: list[str], count: int) -> list[int]:

@@ -254,8 +254,9 @@ async def build_extension(
     toolchain raises `InfraError`.
     """
     started = time.monotonic()
-    tc = detect_toolchain(device)
-    build = _Build(files, tc, Path(cache_dir or default_cache_dir()), started + timeout_s)
+    cache = Path(cache_dir or default_cache_dir())
+    tc = detect_toolchain(device, cache)  # its record lives beside the compile cache
+    build = _Build(files, tc, cache, started + timeout_s)
     stage = Path(tempfile.mkdtemp(prefix="cuda_agent_build_"))
     try:
         so, link_cached = await build.run(stage)

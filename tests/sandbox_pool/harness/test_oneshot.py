@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +105,69 @@ async def test_unchanged_candidate_is_served_from_the_cache_and_a_change_reevalu
     fresh = await evaluate_oneshot(edited, cache_dir=tmp_path)
     assert "result_cache" not in fresh.stages
     assert fresh.receipt.candidate_sha256 != first.receipt.candidate_sha256
+
+
+def _spy_build(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> dict[str, float]:
+    """Records when the one-shot path's build began and ended (`fail`: it raises instead)."""
+    from cuda_agent.sandbox_pool.harness import compiler
+    from cuda_agent.errors import InfraError
+
+    real, times = compiler.build_extension, {}
+
+    async def build(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        times["began"] = time.monotonic()
+        try:
+            if fail:
+                await asyncio.sleep(0.2)
+                raise InfraError("toolchain broke")
+            return await real(*args, **kwargs)
+        finally:
+            times["ended"] = time.monotonic()
+
+    monkeypatch.setattr(compiler, "build_extension", build)
+    return times
+
+
+async def test_the_compile_runs_while_the_reference_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build = _spy_build(monkeypatch)
+    seen: dict[str, float] = {}
+
+    def before_evaluation() -> None:  # the CLI's reference load (torch import), made slow
+        seen["start"] = time.monotonic()
+        time.sleep(1.0)
+        seen["build_began"] = build.get("began", 0.0)  # 0: the build had not begun yet
+        seen["end"] = time.monotonic()
+
+    result = await evaluate_oneshot(_job(), cache_dir=tmp_path, use_cache=False, before_evaluation=before_evaluation)
+    assert result.status is EvalStatus.OK and result.correct, result.error
+    assert 0 < seen["build_began"] < seen["end"]  # the event loop drove the compile meanwhile
+    compile_started = result.stages["compile"].started_s
+    # Relative to the evaluator taking the job, which is after before_evaluation ended: the stage's
+    # timeline shows the compile began before before_evaluation started.
+    assert compile_started is not None and compile_started <= -(seen["end"] - seen["start"]), result.stages["compile"]
+
+
+@pytest.mark.parametrize("build_fails", [False, True])
+async def test_a_failing_reference_load_settles_the_compile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            build_fails: bool) -> None:
+    from cuda_agent.errors import ProblemError
+    from cuda_agent.sandbox_pool.harness import runner
+
+    build = _spy_build(monkeypatch, fail=build_fails)
+    zygotes: list[runner.Zygote] = []
+    launch = runner.Zygote.launch
+    monkeypatch.setattr(runner.Zygote, "launch", lambda self: (zygotes.append(self), launch(self))[1])
+    loop_errors: list[dict] = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: loop_errors.append(context))
+
+    def broken_reference() -> None:
+        time.sleep(0.5)
+        raise ProblemError("model.py failed to execute")
+
+    with pytest.raises(ProblemError):
+        await evaluate_oneshot(_job(), cache_dir=tmp_path, use_cache=False, before_evaluation=broken_reference)
+    assert "ended" in build  # awaited: no compiler left running
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+    assert zygotes and zygotes[0]._proc is None  # the forkserver was closed
+    gc.collect()  # a task whose exception nobody retrieved is reported when collected
+    assert not loop_errors, loop_errors
