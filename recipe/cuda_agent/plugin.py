@@ -13,8 +13,9 @@ Importing the loop modules registers them through veRL's own ``@register`` decor
     cuda_agent                 agentic rollout: workspace + sandbox + tools, scores the final workspace
     cuda_agent_single_turn     one answer with fenced files, scored by the configured compute_score
 
-and importing ``advantage`` registers the ``cuda_agent_grpo`` advantage estimator (GRPO over the
-samples that are not infrastructure failures) through veRL's ``register_adv_est``.
+and importing ``advantage`` registers the ``cuda_agent_grpo`` and ``cuda_agent_rloo`` advantage
+estimators (GRPO and RLOO over the samples that are not infrastructure failures) through veRL's
+``register_adv_est``.
 
 veRL swallows a failing plugin import at DEBUG level (the loop then silently "is not
 registered"); tests/recipe/test_plugin.py imports veRL in a fresh process to catch that.
@@ -28,7 +29,7 @@ from cuda_agent.recipe import advantage, agent_loop, single_turn
 AGENT_LOOP_NAMES = (agent_loop.AGENT_NAME, single_turn.AGENT_NAME)
 """Names under which this plugin registers agent loops in veRL's registry."""
 
-ADVANTAGE_ESTIMATORS = (advantage.ESTIMATOR_NAME,)
+ADVANTAGE_ESTIMATORS = advantage.ESTIMATOR_NAMES
 """Names under which this plugin registers advantage estimators in veRL's registry."""
 
 __all__ = ["ADVANTAGE_ESTIMATORS", "AGENT_LOOP_NAMES"]

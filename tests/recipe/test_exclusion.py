@@ -22,7 +22,7 @@ from verl.trainer.ppo.core_algos import (
 from verl.trainer.ppo.ray_trainer import compute_advantage
 from verl.workers.config import FSDPActorConfig
 
-from cuda_agent.recipe.advantage import ESTIMATOR_NAME
+from cuda_agent.recipe.advantage import ESTIMATOR_NAME, RLOO_ESTIMATOR_NAME
 
 from cuda_agent.recipe.outputs import build_output
 from cuda_agent.recipe.trajectory import TokenTrajectory
@@ -197,3 +197,23 @@ def test_group_of_only_infra_failures_gets_zero_and_a_lone_survivor_veRLs_single
     assert torch.count_nonzero(advantages[:3]) == 0
     # veRL's GRPO on a one-member group: mean 0, std 1, so the advantage is the score itself
     torch.testing.assert_close(advantages[3], torch.tensor([4.0, 4.0, 0.0, 4.0, 0, 0, 0, 0]) / (1 + 1e-6))
+
+
+def test_rloo_leave_one_out_means_leave_the_infra_failure_out():
+    """RLOO: group a has 4 samples, the third an infra failure; group b 2 valid ones; group c a lone survivor."""
+    scores = [1.0, -1.0, 5.0, 0.5, 2.0, 0.0, 3.0, 7.0]
+    uids = ["a", "a", "a", "a", "b", "b", "c", "c"]
+    infra = [False, False, True, False, False, False, False, True]
+    with_infra = grpo(grpo_batch(scores, uids, infra), estimator=RLOO_ESTIMATOR_NAME)
+    keep = [0, 1, 3, 4, 5, 6]
+    without = grpo(grpo_batch([scores[i] for i in keep], [uids[i] for i in keep], [False] * 6),
+                   estimator=RLOO_ESTIMATOR_NAME)
+    torch.testing.assert_close(with_infra[keep], without)
+    assert torch.count_nonzero(with_infra[[2, 7]]) == 0
+    # leave-one-out by hand for group a's valid members: score minus the mean of the other valid ones
+    last = [float(with_infra[i][3]) for i in (0, 1, 3)]
+    assert last == pytest.approx([1.0 - (-1.0 + 0.5) / 2, -1.0 - (1.0 + 0.5) / 2, 0.5 - (1.0 - 1.0) / 2])
+    assert float(with_infra[6][3]) == pytest.approx(3.0)  # veRL's one-member rule: the score itself
+    # veRL's stock RLOO counts the failure's 0 as a group member
+    stock = grpo(grpo_batch(scores, uids, infra), estimator="rloo")
+    assert not torch.allclose(stock[[0, 1, 3]], without[:3])
