@@ -7,6 +7,7 @@ Usage (the issue's targets: 16 submitters on one H200, then on a 2-GPU node):
     python benchmarks/pool/bench_pool.py --device cuda --devices 0,1 --submitters 16 --jobs 128 --out 2gpu.json
     python benchmarks/pool/bench_pool.py --address $CUDA_AGENT_POOL --device cuda ...   # a served / Ray pool
     python benchmarks/pool/bench_pool.py --device cpu --submitters 1,3 --jobs 3 --timed-calls 5   # smoke run on a laptop
+    python benchmarks/pool/bench_pool.py --device cuda --devices 0 --submitters 16 --jobs 32 --stack-samples stacks.json
 
 Each job is the example diag_matmul solution (`--solution`, default <device>_fast) with its own
 model_new.py comment, so every job has its own candidate hash; `--fresh-kernels` also changes
@@ -244,6 +245,13 @@ async def run(args: argparse.Namespace) -> dict:
         if warm.status.value != "ok":
             raise SystemExit(f"warm-up job ended {warm.status.value}: {warm.error}")
         nvml.start()
+        sampler = None
+        if args.stack_samples:  # the measured points only: the warm-up is not sampled
+            sys.path.insert(0, str(Path(__file__).parent))  # -P leaves the script's folder off the path
+            from stack_sampler import StackSampler
+
+            sampler = StackSampler()
+            sampler.start()
         points = []
         for n, count in zip(submitters, jobs):
             point = await measure_point(args, pool, n, count, nvml, f"s{n}")
@@ -255,6 +263,9 @@ async def run(args: argparse.Namespace) -> dict:
                   f"busy {point['busy_fraction']}, GPU {point['nvml']['gpu_util']}, alone {point['alone_fraction']}, "
                   f"latency p50 {point['latency_s']['p50']} s, {point['statuses']}", file=sys.stderr, flush=True)
         nvml.stop()
+        if sampler is not None:
+            sampler.stop()
+            Path(args.stack_samples).write_text(json.dumps(sampler.report(), indent=1) + "\n")
         status = await pool.status()
     return {
         "device": args.device, "address": args.address or "embedded", "workers": [w.name for w in status.workers],
@@ -284,6 +295,8 @@ def main() -> None:
     parser.add_argument("--fresh-kernels", action="store_true", help="Every job compiles its kernels.")
     parser.add_argument("--cache", default=None, help="CUDA_AGENT_CACHE for an embedded pool; default a new temp dir.")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--stack-samples", default=None,
+                        help="Also sample where this process's threads are (stack_sampler.py) into this JSON file.")
     args = parser.parse_args()
     if not args.address:
         os.environ["CUDA_AGENT_CACHE"] = args.cache or tempfile.mkdtemp(prefix="bench_pool_cache_")
