@@ -30,5 +30,6 @@ def test_a_busy_thread_is_counted_and_an_idle_one_is_not() -> None:
     assert not sampler.is_alive() and report["samples"] > 10
     assert 0 < report["gil_share"] <= 1.5
     frames = report["innermost"]
-    assert max(frames, key=frames.get) == "worker threads | <generated>:spin"
+    # Other threads of the test process (a Ray log thread, say) may be busy too: ours is busy in most samples.
+    assert frames.get("worker threads | <generated>:spin", 0) >= 0.5, frames
     assert not [k for k in frames if "threading.py:wait" in k], "a thread waiting on an event is idle"
