@@ -55,6 +55,9 @@ class RewardOptions(BaseModel):
     )
     eval_timeout_s: float = Field(1800.0, gt=0, description="Limit of one evaluation, queueing included.")
     correctness_trials: int | None = Field(None, ge=1, description="Overrides EvalOptions.correctness_trials.")
+    checked_timed_calls: int | None = Field(
+        None, ge=1, description="Overrides EvalOptions.checked_timed_calls (10 of the 30 timed outputs, chosen at "
+        "random and secret); 30 or more checks every one.")
     workspace_snapshot: str | None = Field(
         None, description="Re-score this saved workspace folder instead of parsing the answer."
     )

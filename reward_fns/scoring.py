@@ -24,8 +24,10 @@ from cuda_agent.sandbox_pool.workspace import read_candidate_files
 def build_job(files: dict[str, str], task: TaskSpec, options: RewardOptions) -> EvalJob:
     """The evaluation job of candidate files for a task."""
     eval_options = EvalOptions(precision_policy=task.precision_policy, reward_margin=options.margin)
-    if options.correctness_trials is not None:
-        eval_options = eval_options.model_copy(update={"correctness_trials": options.correctness_trials})
+    overrides = {name: getattr(options, name) for name in ("correctness_trials", "checked_timed_calls")
+                 if getattr(options, name) is not None}
+    if overrides:
+        eval_options = EvalOptions.model_validate({**eval_options.model_dump(), **overrides})
     return EvalJob(
         problem_src=task.problem_src,
         files=files,

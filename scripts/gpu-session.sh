@@ -22,6 +22,9 @@
 #                                                                   -> pool_sweep.json, pool_depth1.json, pool_fresh.json, pool_sweep.log
 #   pool16  issue 12's target point alone: one GPU, 16 submitters, 48 jobs at the default depth (4), then
 #           32 jobs at depth 8; ~2 min                               -> pool16_depth4.json, pool16_depth8.json, pool16.log
+#   poolstack issue 12: the target point (one GPU, 16 submitters, 48 jobs, depth 4) with the benchmark process's
+#           threads sampled (bench_pool.py --stack-samples): where the parent's time goes; ~1 min
+#                                                                   -> poolstack.json, poolstack_stacks.json, poolstack.log
 #   poolsweep2 issue 16: the same sweep on two GPUs (a worker process per GPU); needs 2 GPUs -> pool_sweep_2gpu.json
 #   agentpath  the agent's per-call path (issue 12): skill scripts through a served pool, `cuda-agent eval`
 #           (static reject, cold, unchanged) and the official-style scripts on the same workspace; ~4 min
@@ -225,6 +228,12 @@ if has pool16; then
     echo "depth$depth rc=$?" >>"$OUT/pool16.log"
   done
   stamp "pool16 done"; grep -E '^\[bench_pool\]|rc=' "$OUT/pool16.log"
+fi
+if has poolstack; then
+  stamp "poolstack"
+  timeout 90 python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$LAST" --submitters 16 --jobs 48 \
+    --out "$OUT/poolstack.json" --stack-samples "$OUT/poolstack_stacks.json" >"$OUT/poolstack.log" 2>&1
+  echo "poolstack rc=$?" >>"$OUT/poolstack.log"; stamp "poolstack done"; grep -E '^\[bench_pool\]|rc=' "$OUT/poolstack.log"
 fi
 if has poolsweep2 && [ "$GPUS" -ge 2 ]; then pool_sweep 0,1 _2gpu; fi
 stamp "end"

@@ -36,7 +36,8 @@ def main() -> None:
             t0 = time.perf_counter()
             prepared = prepare(problem, work, args.device, seed=5, trials=options.correctness_trials,
                                timed_calls=DEFAULT_TIMED_CALLS, atol=1e-2, rtol=1e-2, print_seed=9,
-                               influence_checks=options.influence_checks)
+                               influence_checks=options.influence_checks,
+                               checked_calls=options.checked_timed_calls)
             if args.device == "cuda":
                 import torch
                 torch.cuda.synchronize()

@@ -49,7 +49,9 @@ def make_jobs(args: argparse.Namespace, count: int, tag: str):
     default_problem = "diag_matmul_cuda.py" if args.device == "cuda" else "diag_matmul.py"
     problem = Path(args.problem or ROOT / "examples/problems" / default_problem).read_text()
     base = load_files(Path(args.solution or ROOT / f"examples/solutions/diag_matmul/{args.device}_fast"))
-    options = EvalOptions(timed_calls=args.timed_calls)
+    checked = {} if args.checked_timed_calls is None else {
+        "checked_timed_calls": None if args.checked_timed_calls == "all" else int(args.checked_timed_calls)}
+    options = EvalOptions(timed_calls=args.timed_calls, **checked)
     stamp = time.time_ns()
     for i in range(count):
         files = dict(base)
@@ -182,6 +184,13 @@ def phase_medians(rows: list[dict]) -> dict[str, float]:
         if m:
             steps["timed loop"].append(float(m.group(1)))
             steps["timed calls (events)"].append(float(m.group(2)))
+        m = re.search(r"\(draws ([0-9.]+) s, calls ([0-9.]+) s, prints ([0-9.]+) s", row.get("profile_log", ""))
+        if m:  # the child's own split of its timed loop
+            for i, part in enumerate(("draws", "timed-call windows", "prints (fingerprint + handshake)"), start=1):
+                steps[f"timed loop: {part}"].append(float(m.group(i)))
+        m = re.search(r"waiting for the prints' positions ([0-9.]+) s", row.get("profile_log", ""))
+        if m:
+            steps["timed loop: prints, of which handshakes"].append(float(m.group(1)))
     # A step that repeats (trials) is summed per evaluation in "trial" x count; report the median per occurrence.
     return {k: median(v) for k, v in steps.items()}
 
@@ -210,6 +219,7 @@ async def measure_point(args: argparse.Namespace, pool, submitters: int, jobs_n:
                       **{q: percentile(latencies, float(q[1:])) for q in ("p50", "p90", "p99")}},
         "statuses": dict(collections.Counter(r["status"] for r in rows)),
         "solo_reruns": sum("solo" in r.get("device_log", "") for r in rows),
+        "solo_rerun_reasons": dict(collections.Counter(r["device_log"] for r in rows if "solo" in r.get("device_log", ""))),
         # Per evaluation, inside the worker: where an evaluation spends its time.
         "evaluation_s": {"median_wall": median([r["wall_s"] for r in rows if "wall_s" in r]),
                          **{f"median_{stage}": median([r["stages"][stage] for r in rows if stage in r.get("stages", {})])
@@ -271,7 +281,7 @@ async def run(args: argparse.Namespace) -> dict:
         "device": args.device, "address": args.address or "embedded", "workers": [w.name for w in status.workers],
         "worker_processes": None if args.address else config.uses_worker_processes(),
         "pipeline_depth": None if args.address else config.depth(),
-        "timed_calls": args.timed_calls, "warmup_s": round(warmup_s, 2), "nvml_error": nvml.error,
+        "timed_calls": args.timed_calls, "switch_interval_s": sys.getswitchinterval(), "checked_timed_calls": args.checked_timed_calls, "warmup_s": round(warmup_s, 2), "nvml_error": nvml.error,
         "points": points,
     }
 
@@ -290,6 +300,10 @@ def main() -> None:
     parser.add_argument("--submitters", default="16", help="Concurrent submitters; a comma list runs a sweep.")
     parser.add_argument("--jobs", default="160", help="Jobs per point; one number, or one per --submitters point.")
     parser.add_argument("--timed-calls", type=int, default=30)
+    parser.add_argument("--switch-interval", type=float, default=None,
+                        help="sys.setswitchinterval for this process (the embedded pool's worker runs here).")
+    parser.add_argument("--checked-timed-calls", default=None,
+                        help="Timed calls whose outputs are checked ('all': every one; default: EvalOptions' default).")
     parser.add_argument("--problem", default=None)
     parser.add_argument("--solution", default=None, help="Candidate folder (model_new.py + kernels/).")
     parser.add_argument("--fresh-kernels", action="store_true", help="Every job compiles its kernels.")
@@ -298,6 +312,8 @@ def main() -> None:
     parser.add_argument("--stack-samples", default=None,
                         help="Also sample where this process's threads are (stack_sampler.py) into this JSON file.")
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     if not args.address:
         os.environ["CUDA_AGENT_CACHE"] = args.cache or tempfile.mkdtemp(prefix="bench_pool_cache_")
     report = asyncio.run(run(args))

@@ -32,7 +32,12 @@ from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extensio
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
 from cuda_agent.sandbox_pool.harness.clock import too_fast
-from cuda_agent.sandbox_pool.harness.compare import compare_outputs, fingerprint_mismatch, influence_mismatch
+from cuda_agent.sandbox_pool.harness.compare import (
+    compare_outputs,
+    decode_prints,
+    fingerprint_mismatch,
+    influence_mismatch,
+)
 from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Lease, Preempted
 from cuda_agent.sandbox_pool.harness.models import (
     EvalJob,
@@ -531,7 +536,7 @@ async def prepare_reference(ev: Evaluator, lease: Lease, problem: Problem, job: 
         own_stream, ev.device, prepare, problem, work, ev.device, seed=seed, trials=opts.correctness_trials,
         timed_calls=opts.timed_calls if opts.profile else 0, atol=atol, rtol=rtol,
         print_seed=secrets.randbits(62),  # never sent before the timed call it is for
-        influence_checks=opts.influence_checks, pause=gate_pause(lease, asyncio.get_running_loop(), ev.device, stop))
+        influence_checks=opts.influence_checks, checked_calls=opts.checked_timed_calls, pause=gate_pause(lease, asyncio.get_running_loop(), ev.device, stop))
 
 
 class ReferenceAhead:
@@ -693,6 +698,8 @@ class _CandidateSession:
             if verdict is None:
                 await self._go_on()
             return verdict
+        elif event == "ahead":  # the child drew some of its timed calls' inputs ahead (a shared step)
+            await self._go_on()
         elif event == "warm":
             await self._go_on(exclusive=True)
         elif event == "print":
@@ -805,8 +812,10 @@ class _CandidateSession:
             return self.timing_violation("the timing protocol was not followed")
         self.prints_checked.add(k)
         expected = self.prepared.timing_prints[k]
-        got = message.get("fingerprint")
-        if expected is not None and (not isinstance(got, list) or fingerprint_mismatch(got, *expected)):
+        if expected is None:  # not one of the checked calls
+            return None
+        got = decode_prints(message.get("fingerprint"))
+        if got is None or fingerprint_mismatch(got, *expected):
             return self.timing_violation(f"the output of timed call {k} is wrong although verification passed "
                                          "(results cached or behaviour changed while timed)")
         return None
@@ -834,13 +843,26 @@ class _CandidateSession:
                 f"the candidate's process ({bound[0]:.1f} us per call): the timer was tampered with or work was hidden")
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
-        profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs; median {stats.median_us:.1f} us; "
+        checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
+        profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs, the outputs of {checked} checked "
+                       f"(chosen at random, secret); median {stats.median_us:.1f} us; "
                        f"host floor {message.get('host_floor_us', 0):.1f} us; timed by the host clock: "
                        f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}; outside-process bound: "
                        + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
                        + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
-                       f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s")
+                       f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + _split(message.get("split_s")))
         return True
+
+
+def _split(split: Any) -> str:
+    """The child's own account of its timed loop (untrusted: a log line, never a verdict)."""
+    if not isinstance(split, dict):
+        return ""
+    try:
+        parts = ", ".join(f"{name} {float(split[name]):.3f} s" for name in ("draws", "calls", "prints"))
+        return f" ({parts}; waiting for the prints' positions {float(split['handshakes']):.3f} s)"
+    except (KeyError, TypeError, ValueError):
+        return ""
 
 
 async def evaluate_job(job: EvalJob, config: EvaluatorConfig | None = None) -> EvalResult:

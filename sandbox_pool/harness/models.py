@@ -65,6 +65,13 @@ class EvalOptions(BaseModel):
                                   "as the reference's does (compare.influence_mismatch).")
     profile: bool = Field(True, description="Time the candidate and the baselines after verification.")
     timed_calls: int = Field(DEFAULT_TIMED_CALLS, ge=3, le=1000, description="Timed calls, each on inputs never seen before (drawn by the child, outside the timed window).")
+    checked_timed_calls: int | None = Field(
+        10, ge=1, le=1000, description="Timed calls whose outputs are checked against the reference (at positions "
+        "revealed only after each call), chosen at random per evaluation and never revealed; every call reports its "
+        "output, so a checked call and an unchecked one look the same from inside. The runtime is the median of all "
+        "the timed calls, so a kernel must return faster, wrong outputs on about half of them to move it, and one "
+        "that does so on m of 30 calls escapes 10 checks with probability C(30-m, 10) / C(30, 10) (m = 15: 1e-4, "
+        "m = 8: 2%, without moving the median). Each checked call costs one reference run. None = every call.")
     refresh_baselines: bool = Field(False, description="Measure the eager and torch.compile baselines again instead of "
                                     "using the cached ones (the new measurement replaces the cache entry).")
     warmup_calls: int = Field(3, ge=1, le=100, description="Untimed calls before timing.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -31,6 +32,7 @@ from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, Draw
 MAX_REDRAWS = 20
 TIMING_SEED_OFFSET = 50_000
 INFLUENCE_SEED_OFFSET = 7_000_000
+CHECKED_CALLS_SALT = 0x7C4EC4ED
 T = TypeVar("T")
 INFLUENCE_FRACTIONS = (0.5, 0.125)
 """Fraction of input positions whose values an influence twin exchanges, per twin in turn."""
@@ -69,7 +71,10 @@ class PreparedReference:
     timing_draws: list[Draw] = field(default_factory=list)
     print_seeds: list[int] = field(default_factory=list)
     """Seed of the positions checked in each timed output: secret until that call has returned."""
-    timing_prints: list[tuple[list[list[float]], list[list[float]]] | None] = field(default_factory=list)
+    timing_prints: list[tuple[list[torch.Tensor], list[torch.Tensor]] | None] = field(default_factory=list)
+    """Per timed call: the reference's values and bounds at its print positions, or None (not checked)."""
+    checked_calls: list[int] = field(default_factory=list)
+    """The timed calls chosen for checking (secret: the child reports every call's fingerprint)."""
     influence: dict[int, int] = field(default_factory=dict)
     """Influence twins: trial index of the twin -> trial index of the draw it perturbs."""
     reference_mutates_inputs: bool = False
@@ -152,7 +157,7 @@ def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
 def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
     atol: float, rtol: float, print_seed: int, perturb: bool = True, influence_checks: int = 0,
-    pause: Callable[[], None] | None = None,
+    checked_calls: int | None = None, pause: Callable[[], None] | None = None,
 ) -> PreparedReference:
     """Write the init file for a child and compute what the parent judges with.
 
@@ -163,7 +168,10 @@ def prepare(
     The trials are `trials` draws (native, then the other distributions in turn) followed by
     up to `influence_checks` influence twins: a copy of an i.i.d.-looking trial's draw with the
     values at a random fraction of positions exchanged; a twin whose reference output is not
-    finite (or on which the reference raises) is dropped, never counted against the candidate."""
+    finite (or on which the reference raises) is dropped, never counted against the candidate.
+
+    Of the `timed_calls`, `checked_calls` (None: all) chosen at random from `print_seed` (secret) get
+    the reference's fingerprint bounds; the others are neither drawn nor run here."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
@@ -185,7 +193,12 @@ def prepare(
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
     prepared.timing_draws = timing_draws(seed, timed_calls)
     prepared.print_seeds = [print_seed + 1000 * k for k in range(timed_calls)]
+    prepared.checked_calls = checked_timed_calls(print_seed, timed_calls, checked_calls)
+    checked = set(prepared.checked_calls)
     for k, planned in enumerate(prepared.timing_draws):
+        if k not in checked:
+            prepared.timing_prints.append(None)
+            continue
         pause()
         inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device)
         try:
@@ -197,6 +210,14 @@ def prepare(
             if outputs is not None and _all_finite(outputs) else None
         )
     return prepared
+
+
+def checked_timed_calls(print_seed: int, timed_calls: int, checked: int | None) -> list[int]:
+    """The timed calls whose outputs are checked: `checked` of them at random (all when None or more),
+    from the evaluation's secret print seed, so the choice is as secret as the positions."""
+    if checked is None or checked >= timed_calls:
+        return list(range(timed_calls))
+    return sorted(random.Random(print_seed ^ CHECKED_CALLS_SALT).sample(range(timed_calls), checked))
 
 
 def _no_pause() -> None:

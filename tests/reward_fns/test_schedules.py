@@ -91,3 +91,17 @@ def test_reward_info_values():
     assert infra["infra_failure"] and infra["kernel_reward"] is None and infra["score"] == 0.0
     speed = reward_info(ok(50.0), RewardOptions(kind="speedup")).to_extra_info()
     assert speed["score"] == pytest.approx(2.0) and speed["reward_kind"] == "speedup"
+
+
+def test_reward_kwargs_override_the_evaluation_options():
+    from cuda_agent.reward_fns.options import TaskSpec
+    from cuda_agent.reward_fns.scoring import build_job
+    from cuda_agent.sandbox_pool.harness import EvalOptions
+
+    task = TaskSpec.model_validate({"problem_src": "x = 1\n", "device": "cpu", "task_id": "t"})
+    default = build_job({"model_new.py": ""}, task, RewardOptions()).options
+    assert default == EvalOptions(precision_policy=default.precision_policy, reward_margin=default.reward_margin)
+    job = build_job({"model_new.py": ""}, task, RewardOptions(correctness_trials=9, checked_timed_calls=30))
+    assert (job.options.correctness_trials, job.options.checked_timed_calls) == (9, 30)
+    with pytest.raises(ValueError):
+        RewardOptions(checked_timed_calls=0)

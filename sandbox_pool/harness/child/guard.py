@@ -20,6 +20,13 @@ class ComputeGuard(TorchDispatchMode):
         super().__init__()
         self.violations: list[str] = []
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in dynamo's `disable` by default, whose first call
+        # imports torch._dynamo: 1-5 s of every fresh evaluator's boot. No compiler can run under this
+        # guard (model_new.py may not name torch.compile, _dynamo or _inductor), so there is nothing to skip.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch signature
         packet = func.overloadpacket.__name__
         if func.namespace != "aten" or packet not in ALLOWED_ATEN_OPS:

@@ -23,7 +23,7 @@ from cuda_agent.sandbox_pool.harness.child.guard import ComputeGuard
 from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
-from cuda_agent.sandbox_pool.harness.compare import fingerprint, flatten_outputs
+from cuda_agent.sandbox_pool.harness.compare import encode_prints, fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.inputs import digest, draw
 from cuda_agent.sandbox_pool.harness.output_buffer import SharedOutputs, attach
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
@@ -33,6 +33,14 @@ from cuda_agent.sandbox_pool.harness.stats import relative_half_width
 timer_now = time.perf_counter  # captured before any candidate code is loaded
 WARMUP_SECONDS = {"cpu": 0.05, "cuda": 0.2}
 MAX_WARMUP_CALLS = 1000
+AHEAD_MAX_BYTES = 2 << 30
+AHEAD_DEVICE_FRACTION = 1 / 64
+"""A GPU child draws its timed calls' inputs before it asks for the device alone, up to the smaller of
+these (2 GiB, 1/64 of the device's memory: eight children in flight hold at most 1/8 of it); the rest
+are drawn between timed calls, as on a CPU. With 1/32 (4 GiB on an H200), 8-deep workers saw
+candidates crash while sharing the device (2 and 5 of 32 evaluations, re-run solo)."""
+AHEAD_STEP_DRAWS = 8
+"""Draws per gated step: a shared step stays short, so a waiting timed window is never held up long."""
 
 
 class _Stop(Exception):
@@ -49,6 +57,7 @@ class Child:
         self.problem: types.ModuleType | None = None
         self.outputs_fd = outputs_fd
         self.region: SharedOutputs | None = None
+        self.handshake_s = 0.0  # timed calls: waiting for the parent to reveal each print's positions
 
     def wait_for_go(self) -> None:
         """Block until the parent has prepared the reference; it sends the draws and sizes then."""
@@ -237,10 +246,12 @@ class Child:
     def report_fingerprint(self, k: int, outputs: list[Any], bad_types: bool) -> None:
         """The output of timed call k at positions the parent reveals only now that the call is over
         (no candidate code runs until the next call), so no positions can be singled out beforehand."""
+        began = timer_now()
         self.send(event="timed", k=k)
         reply = json.loads(self.conn.recv_bytes(1 << 16))
         seed = int(reply["print_seed"])
-        self.send(event="print", k=k, fingerprint=[] if bad_types else fingerprint(outputs, seed))
+        self.handshake_s += timer_now() - began
+        self.send(event="print", k=k, fingerprint=[] if bad_types else encode_prints(fingerprint(outputs, seed)))
 
     def enough_samples(self, samples: list[float], elapsed_s: float) -> bool:
         """A baseline (reference role) stops once the median's confidence interval is tight
@@ -251,6 +262,29 @@ class Child:
         if spec.max_timing_s is not None and elapsed_s > spec.max_timing_s:
             return True
         return len(samples) % max(1, spec.min_timed_calls) == 0 and relative_half_width(samples) <= spec.ci_target
+
+    def draw_ahead(self, planned: list[Draw]) -> list[list[Any] | None]:
+        """The first timed calls' inputs, drawn now (the device shared) so the window in which this
+        child has the device alone holds no draws: as many as fit the budget (`AHEAD_MAX_BYTES`)."""
+        if self.spec.device != "cuda":
+            return []
+        budget = min(AHEAD_MAX_BYTES, torch.cuda.get_device_properties(self.device).total_memory * AHEAD_DEVICE_FRACTION)
+        ahead: list[list[Any] | None] = []
+        count = len(planned)
+        for planned_k in planned:
+            if ahead and len(ahead) % AHEAD_STEP_DRAWS == 0 and self.spec.gated:
+                self.step_done(event="ahead", calls=len(ahead))
+            try:
+                inputs = self.draw(planned_k)
+            except torch.cuda.OutOfMemoryError:  # neighbours hold the memory now: draw the rest between calls
+                break
+            if not ahead:  # every draw of a problem has the first one's size
+                size = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
+                count = min(count, int(budget // max(size, 1)))
+            if len(ahead) >= count:
+                break
+            ahead.append(inputs)
+        return ahead
 
     def run_timing(self, model: Any, trials: list[list[Any]], timer: Timer) -> None:
         planned = self.spec.timing_draws
@@ -266,15 +300,23 @@ class Child:
                 timer.sync()
                 k += 1
             del warm
+            ahead = self.draw_ahead(planned)
             if self.spec.gated:
                 self.step_done(event="warm", calls=k)  # the timed calls start when the device is ours alone
             samples, hosts, type_errors = [], [], []
+            split = {"draws": 0.0, "calls": 0.0, "prints": 0.0, "handshakes": 0.0}
             wall0 = timer_now()
             for k, draw_k in enumerate(planned):
-                inputs = self.draw(draw_k)  # fresh inputs for every timed call, drawn outside the timed window
+                t0 = timer_now()
+                if k < len(ahead):
+                    inputs, ahead[k] = ahead[k], None
+                else:  # fresh inputs for every timed call, drawn outside the timed window
+                    inputs = self.draw(draw_k)
                 self.poison()
+                t1 = timer_now()
                 out, t_us, host_us = timer.time_call(lambda *x: self.call(model, list(x)), inputs,
                                                      edge=functools.partial(mark, self.stamps, kind="c", k=k))
+                t2 = timer_now()
                 samples.append(t_us)
                 hosts.append(host_us)
                 outputs = flatten_outputs(out)
@@ -282,12 +324,17 @@ class Child:
                 if self.spec.role == "candidate":
                     self.report_fingerprint(k, outputs, bool(type_errors))
                 del inputs, out, outputs
+                split["draws"] += t1 - t0
+                split["calls"] += t2 - t1
+                split["prints"] += timer_now() - t2
                 if self.enough_samples(samples, timer_now() - wall0):
                     break
             wall_s = timer_now() - wall0
+            split["handshakes"] = self.handshake_s
+            del ahead
         except Exception as exc:
             self.fail("timing", exc)
-        self.send(event="timing", samples_us=samples, host_us=hosts, wall_s=wall_s,
+        self.send(event="timing", samples_us=samples, host_us=hosts, wall_s=wall_s, split_s=split,
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
                   host_fallbacks=timer.host_fallbacks,
                   violations=list(self.guard.violations) if self.guard else [])

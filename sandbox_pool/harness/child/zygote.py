@@ -50,18 +50,14 @@ def _cuda_works() -> None:
 
 
 def serve(ctrl: socket.socket, cuda: bool) -> None:
-    # Before any child exists: find the strongest isolation under which CUDA initialises here. The
-    # strongest level's probe (a fork that initialises CUDA, ~1-2 s on a GPU machine) runs while this
-    # process imports torch._dynamo (~1.3 s); the probe's fork happens before any thread exists.
+    # Before any child exists: find the strongest isolation under which CUDA initialises here (the
+    # strongest level's probe is a fork that initialises CUDA, ~1-2 s on a GPU machine). torch._dynamo
+    # is not imported: the children's guard never needs it (guard.ComputeGuard._should_skip_dynamo).
     t_probe = time.monotonic()
-    started = start_probe(_cuda_works, LEVELS[0]) if cuda else None
-    import torch._dynamo  # noqa: F401  - imported lazily by dispatch modes; its import writes caches, which
-    #                                    the children's read-only file system would refuse
-    t_dynamo = time.monotonic()
-    level, tried = probe_level(_cuda_works, started=started) if cuda else (LEVELS[0], {})
+    level, tried = probe_level(_cuda_works, started=start_probe(_cuda_works, LEVELS[0])) if cuda else (LEVELS[0], {})
     signal.signal(signal.SIGCHLD, lambda *_: _reap(ctrl))
     boot = {"torch_import_s": _T_TORCH - _T0, "harness_import_s": t_probe - _T_TORCH,
-            "dynamo_import_s": t_dynamo - t_probe, "probe_s_after_dynamo": time.monotonic() - t_dynamo}
+            "probe_s": time.monotonic() - t_probe}
     ctrl.send(json.dumps({"ready": True, "level": level, "probe": tried, "boot": boot}).encode())
     while True:
         try:
