@@ -78,24 +78,12 @@ def sandbox_config(spec: SandboxSpec) -> Any:
     return TypeAdapter(SandboxConfig).validate_python({"type": spec.type, **spec.options})
 
 
-def pool_access(pool_address: str | None) -> tuple[dict[str, str], dict[str, str]]:
-    """(read-only mounts, environment) that let the skill scripts in the sandbox reach the pool.
-
-    A pool served on a unix socket is mounted at the same path and named by $CUDA_AGENT_POOL;
-    sandboxes have no network, so other addresses are not passed in.
-    """
-    from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
-
-    if not pool_address or "://" in pool_address:
-        return {}, {}
-    return {pool_address: pool_address}, {ENV_ADDRESS: pool_address}
-
-
 @contextlib.asynccontextmanager
 async def open_environment(
     task: TaskSpec, config: CudaAgentLoopConfig, pool_address: str | None = None
 ) -> AsyncIterator[TrajectoryEnvironment]:
     """Create the workspace, sandbox and tool session of a trajectory; release them on exit."""
+    from cuda_agent.sandbox_pool.pool.sandbox_access import grant_sandbox_access
     from cuda_agent.sandbox_pool.terminal.config import create_sandbox
     from cuda_agent.sandbox_pool.workspace import create_workspace
     from cuda_agent.tools import ToolSession
@@ -104,7 +92,9 @@ async def open_environment(
     sandbox = session = None
     try:
         workspace = await asyncio.to_thread(create_workspace, task.problem_src, root / "workspace", task.device)
-        mounts, env = pool_access(pool_address)
+        # The task's model.py registered with a served pool, whose sandbox socket is mounted and named by
+        # $CUDA_AGENT_POOL (sandbox_access.py); sandboxes have no network, so a ray:// pool is not passed in.
+        mounts, env = await grant_sandbox_access(pool_address, task.problem_src)
         sandbox = create_sandbox(sandbox_config(config.sandbox), workspace, extra_ro_mounts=mounts, env=env)
         await sandbox.start()
         session = ToolSession(sandbox)

@@ -7,7 +7,8 @@
 
 Backends (``PoolConfig``, picked by ``type``): ``local`` (`LocalPool`, embedded) and ``ray``
 (`RayPool`: one named dispatcher actor, one evaluation actor per GPU). `PoolClient` reaches a
-pool served on a unix socket by ``cuda-agent pool serve`` (`PoolServer`). This module is
+pool served on a unix socket by ``cuda-agent pool serve`` (`PoolServer`), whose sandbox socket
+(`grant_sandbox_access`) runs only registered reference problems. This module is
 light: torch and Ray load only when a pool class is first used.
 """
 
@@ -23,6 +24,7 @@ _LAZY = {
     "LocalPool": "local",
     "PoolClient": "client", "connect_pool": "client",
     "PoolServer": "server", "default_socket_path": "server",
+    "grant_sandbox_access": "sandbox_access", "sandbox_socket_path": "sandbox_access", "ProblemRegistry": "problems",
     "RayPool": "ray_pool", "RayPoolClient": "ray_pool",
 }
 

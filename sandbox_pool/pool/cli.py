@@ -42,13 +42,21 @@ def serve(
     ray_name: str = typer.Option("cuda_agent_pool", "--ray-name", help="Name of the dispatcher actor (ray)."),
     ray_workers: int = typer.Option(1, "--ray-workers", help="Evaluation actors, one per GPU (ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="ray.init address (ray); default: auto/local."),
-    socket_mode: str = typer.Option("600", "--socket-mode", help="Octal permissions of the socket file."),
+    socket_mode: str = typer.Option("600", "--socket-mode", help="Octal permissions of the pool's own socket."),
+    sandbox_socket_mode: str = typer.Option(
+        "666", "--sandbox-socket-mode",
+        help="Octal permissions of the sandbox socket (pool.sandbox.sock beside --socket): sandbox commands run "
+        "as uids of their own; the socket runs only registered reference problems."),
     trust_clients: bool = typer.Option(
         False, "--trust-clients",
-        help="Let the socket's clients measure a task's baselines again. Off by default: the socket is mounted "
-        "into agent sandboxes, and re-measuring until a slow baseline is cached would inflate rewards."),
+        help="Trust the sandbox socket's clients as the pool's own: any reference problem, priorities, baselines "
+        "measured again. Off by default: that socket is mounted into agent sandboxes, and the pool executes a "
+        "job's model.py in its trusted process."),
 ) -> None:
-    """Start a pool, print its address(es) on stdout, serve until SIGINT / SIGTERM."""
+    """Start a pool, print its address(es) on stdout, serve until SIGINT / SIGTERM.
+
+    Besides its socket the pool serves a sandbox socket next to it (pool.sock -> pool.sandbox.sock): mount
+    only that one into agent sandboxes; it runs only reference problems registered on the pool's socket."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     config = _config(backend, device, devices, cpu_workers, worker_processes, compile_workers, max_pending,
                      job_timeout, recycle_after, ray_name, ray_workers, ray_address, pipeline_depth)
@@ -57,9 +65,10 @@ def serve(
     from cuda_agent.sandbox_pool.pool.server import default_socket_path
 
     try:
-        mode = int(socket_mode, 8)
+        mode, sandbox_mode = int(socket_mode, 8), int(sandbox_socket_mode, 8)
     except ValueError:
-        raise ConfigError(f"--socket-mode {socket_mode!r} is not an octal mode; use e.g. 600 or 660") from None
+        raise ConfigError(f"--socket-mode {socket_mode!r} / --sandbox-socket-mode {sandbox_socket_mode!r}: not an "
+                          "octal mode; use e.g. 600 or 666") from None
     if backend == "local" and not devices:
         require_device(device)
     path = socket or default_socket_path()
@@ -68,7 +77,7 @@ def serve(
         from cuda_agent.sandbox_pool.pool.ray_pool import init_ray
 
         init_ray(ray_address)
-    asyncio.run(_serve(config.build(), path, mode, trust_clients))
+    asyncio.run(_serve(config.build(), path, mode, trust_clients, sandbox_mode))
 
 
 def _check_socket_free(path: Path) -> None:
@@ -112,7 +121,7 @@ def _config(backend: str, device: str, devices: str | None, cpu_workers: int, wo
     raise typer.BadParameter("use local or ray", param_hint="--backend")
 
 
-async def _serve(pool: "Pool", path: Path, mode: int, trust_clients: bool = False) -> None:
+async def _serve(pool: "Pool", path: Path, mode: int, trust_clients: bool = False, sandbox_mode: int = 0o666) -> None:
     from cuda_agent.sandbox_pool.pool.server import PoolServer, serve_until_stopped
 
     def announce(server: PoolServer) -> None:
@@ -122,7 +131,8 @@ async def _serve(pool: "Pool", path: Path, mode: int, trust_clients: bool = Fals
             typer.echo(ray_address)
         sys.stdout.flush()
 
-    await serve_until_stopped(pool, path, announce=announce, mode=mode, trust_clients=trust_clients)
+    await serve_until_stopped(pool, path, announce=announce, mode=mode, trust_clients=trust_clients,
+                              sandbox_mode=sandbox_mode)
 
 
 @app.command()

@@ -68,6 +68,10 @@ class PoolClient(Pool):
         assert response.profile is not None
         return response.profile
 
+    async def register_problem(self, problem_src: str) -> None:
+        """Let the pool's sandbox socket run this reference problem (the pool's own socket only)."""
+        await self._call(PoolRequest(op="register", problem_src=problem_src), self.status_timeout_s)
+
     async def status(self) -> PoolStatus:
         response = await self._call(PoolRequest(op="status"), self.status_timeout_s)
         assert response.status is not None

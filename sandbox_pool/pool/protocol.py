@@ -11,6 +11,8 @@ the same way and errors keep their type across the wire::
     <- {"ok": true, "build": {CompileReply}}
     -> {"op": "reference_profile", "job": {EvalJob}}    SKILL.md's first step, cached per task
     <- {"ok": true, "profile": {ReferenceProfile}}
+    -> {"op": "register", "problem_src": "..."}          the pool's own socket only (sandbox_access.py)
+    <- {"ok": true}
     <- {"ok": false, "error": {"type": "PoolOverloadedError", "message": "..."}}
 """
 
@@ -25,6 +27,7 @@ from cuda_agent import errors
 from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult
 from cuda_agent.sandbox_pool.pool.agent_requests import CompileReply, ReferenceProfile
 from cuda_agent.sandbox_pool.pool.base import Pool, PoolStatus
+from cuda_agent.sandbox_pool.pool.problems import ProblemRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +46,10 @@ class PoolRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    op: Literal["submit", "status", "compile", "reference_profile"] = Field(description="What to do.")
+    op: Literal["submit", "status", "compile", "reference_profile", "register"] = Field(description="What to do.")
     job: EvalJob | None = Field(None, description="The job (submit, compile, reference_profile).")
+    problem_src: str | None = Field(None, description="A task's reference model.py that the pool's sandbox socket "
+                                    "may run from now on (register).")
     priority: int = Field(0, description="Higher is served first.")
     timeout_s: float | None = Field(None, gt=0, description="Deadline of the job; None = the pool's default.")
 
@@ -83,33 +88,52 @@ def raise_wire_error(error: WireError | None) -> NoReturn:
     raise _WIRE_ERRORS.get(error.type, errors.PoolError)(error.message)
 
 
-def untrusted_refusal(request: PoolRequest) -> str | None:
-    """Why an untrusted client (a sandbox) may not make `request`, or None.
+def untrusted_refusal(request: PoolRequest, registry: ProblemRegistry) -> str | None:
+    """Why an untrusted client (an agent's sandbox) may not make `request`, or None.
 
-    Refused: a job that measures its task's baselines again. Whoever can reach the socket (every agent
-    sandbox it is mounted into) could re-measure until a noisy or loaded, slow baseline is cached, and
-    inflate every speed-up of the task."""
+    Refused: a reference problem no trusted client registered (the pool executes model.py in its
+    trusted process, where every reward is computed); registering; a priority (sandboxes are served in
+    turn); a job that measures its task's baselines again (re-measuring until a noisy or loaded, slow
+    baseline is cached would inflate every speed-up of the task)."""
+    if request.op == "register":
+        return ("only the pool's own socket registers reference problems, not the sandbox socket (the agent loop "
+                "registers a task's model.py when it creates the workspace)")
+    if request.priority != 0:
+        return "requests through the sandbox socket are served in turn: priority must be 0"
+    if request.job is not None and not registry.knows(request.job.problem_src):
+        return ("this pool runs, for sandboxes, only the reference problems registered on its own socket (a task's "
+                "model.py as its workspace was created): model.py differs from the task's, or the task was not "
+                "registered (the agent loop and `cuda-agent sandbox exec --pool` register it)")
     if request.job is not None and request.job.options.refresh_baselines:
         return ("this pool does not measure baselines again on a client's request: whoever can reach its socket "
                 "(every agent sandbox it is mounted into) could re-measure until a slow baseline is cached and "
-                "inflate every speed-up of the task. Serve it with `cuda-agent pool serve --trust-clients` if only "
-                "you can reach it, or evaluate without the pool (`cuda-agent eval --refresh-baselines` with "
-                "CUDA_AGENT_POOL unset).")
+                "inflate every speed-up of the task. Ask through the pool's own socket (outside the sandbox) or "
+                "serve it with `cuda-agent pool serve --trust-clients` if only you can reach it.")
     return None
 
 
-async def handle_request(pool: Pool, raw: str | bytes, *, trusted: bool = True) -> PoolResponse:
+async def handle_request(pool: Pool, raw: str | bytes, *, trusted: bool = True,
+                         registry: ProblemRegistry | None = None) -> PoolResponse:
     """Answer one request line with `pool`; never raises for a bad request or a pool error.
 
-    `trusted=False` (the socket a sandbox can reach): requests `untrusted_refusal` names are refused
-    before the pool sees them."""
+    `trusted=False` (the sandbox socket): requests `untrusted_refusal` names are refused before the
+    pool sees them. A trusted request registers its job's reference in `registry` (and `register`
+    requests theirs), for the sandbox socket that shares it."""
     try:
         request = PoolRequest.model_validate_json(raw)
     except ValidationError as exc:
         return error_response(errors.ConfigError(f"malformed pool request: {exc}"))
-    refusal = None if trusted else untrusted_refusal(request)
+    refusal = None if trusted else untrusted_refusal(request, registry or ProblemRegistry())
     if refusal is not None:
         return error_response(errors.ConfigError(refusal))
+    if request.op == "register":
+        if request.problem_src is None:
+            return error_response(errors.ConfigError("a register request needs a problem_src"))
+        if registry is not None:
+            registry.register(request.problem_src)
+        return PoolResponse(ok=True)
+    if trusted and registry is not None and request.job is not None:
+        registry.register(request.job.problem_src)
     try:
         if request.op == "status":
             return PoolResponse(ok=True, status=await pool.status())

@@ -1,9 +1,11 @@
-"""Serve a pool on a unix socket (what ``cuda-agent pool serve`` runs).
+"""Serve a pool on unix sockets (what ``cuda-agent pool serve`` runs).
 
-Skill scripts inside terminal sandboxes reach the pool through this socket mounted into
-the sandbox: no network is needed. A connection carries requests one after another (the
-client waits for each answer); a job whose connection closes before its answer is
-withdrawn from the pool.
+Two sockets: the pool's own (its owner's clients: the reward function, the CLI on the host) and,
+beside it, the sandbox socket (`sandbox_access.sandbox_socket_path`), the only one mounted into
+agent sandboxes, through which skill scripts reach the pool without a network. The sandbox socket
+runs only the reference problems registered on the pool's own socket (protocol.untrusted_refusal).
+A connection carries requests one after another (the client waits for each answer); a job whose
+connection closes before its answer is withdrawn from the pool.
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ from typing import Any
 
 from cuda_agent.errors import ConfigError, PoolError
 from cuda_agent.sandbox_pool.pool.base import Pool
+from cuda_agent.sandbox_pool.pool.problems import ProblemRegistry
 from cuda_agent.sandbox_pool.pool.protocol import MAX_LINE_BYTES, error_response, handle_request, response_line
+from cuda_agent.sandbox_pool.pool.sandbox_access import sandbox_socket_path
 
 logger = logging.getLogger(__name__)
+
+SANDBOX_SOCKET_MODE = 0o666
+"""The sandbox socket's permissions: a sandbox's commands run as a uid of their own (a root caller's
+local sandboxes: a fresh one each), which must be able to connect; what they may ask is restricted."""
 
 
 def default_socket_path() -> Path:
@@ -36,15 +44,17 @@ def default_socket_path() -> Path:
 class PoolServer:
     """Answers `protocol` requests on `path` with `pool`. ``async with PoolServer(pool, path): ...``.
 
-    The socket is mounted into the agents' sandboxes, so its clients are not trusted with the
-    pool's shared state: unless `trust_clients`, a job with `refresh_baselines` is refused
-    (protocol.untrusted_refusal)."""
+    `trust_clients=False` for the socket mounted into agents' sandboxes: its requests are refused
+    unless their reference problem is in `registry` (filled by a trusted server sharing it), and
+    they may not register, take a priority or re-measure baselines (protocol.untrusted_refusal)."""
 
-    def __init__(self, pool: Pool, path: Path | str, *, mode: int = 0o600, trust_clients: bool = False) -> None:
+    def __init__(self, pool: Pool, path: Path | str, *, mode: int = 0o600, trust_clients: bool = True,
+                 registry: ProblemRegistry | None = None) -> None:
         self.pool = pool
         self.path = Path(path)
         self.mode = mode
         self.trust_clients = trust_clients
+        self.registry = registry if registry is not None else ProblemRegistry()
         self._server: asyncio.base_events.Server | None = None
         self._handlers: set[asyncio.Task] = set()
 
@@ -59,7 +69,7 @@ class PoolServer:
         _remove_stale_socket(self.path)
         self._server = await asyncio.start_unix_server(self._handle, path=str(self.path), limit=MAX_LINE_BYTES)
         os.chmod(self.path, self.mode)
-        if hasattr(self.pool, "address"):
+        if self.trust_clients and hasattr(self.pool, "address"):
             self.pool.address = self.address
         logger.info("pool serving on %s", self.path)
 
@@ -105,7 +115,7 @@ class PoolServer:
 
     async def _answer(self, line: bytes, reader: asyncio.StreamReader):
         """The response to `line`, or None when the client hung up first (its job is withdrawn)."""
-        job = asyncio.create_task(handle_request(self.pool, line, trusted=self.trust_clients))
+        job = asyncio.create_task(handle_request(self.pool, line, trusted=self.trust_clients, registry=self.registry))
         hangup = asyncio.create_task(reader.read(1))
         try:
             await asyncio.wait({job, hangup}, return_when=asyncio.FIRST_COMPLETED)
@@ -124,14 +134,20 @@ class PoolServer:
 
 async def serve_until_stopped(pool: Pool, path: Path | str, *, announce: Callable[[PoolServer], None],
                               mode: int = 0o600, until: Awaitable[Any] | None = None,
-                              trust_clients: bool = False) -> None:
-    """Start `pool`, serve it on `path`, call `announce` once serving; stop on SIGINT / SIGTERM
-    (or when `until` completes), closing the server and the pool."""
+                              trust_clients: bool = False, sandbox_mode: int = SANDBOX_SOCKET_MODE) -> None:
+    """Start `pool`, serve it on `path` and its sandbox socket beside it, call `announce` once serving;
+    stop on SIGINT / SIGTERM (or when `until` completes), closing the servers and the pool.
+    `trust_clients`: the sandbox socket's clients are trusted too (a pool only its owner can reach).
+    `mode` is the own socket's permissions, `sandbox_mode` the sandbox socket's."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with pool, PoolServer(pool, path, mode=mode, trust_clients=trust_clients) as server:
+    registry = ProblemRegistry()
+    sandbox_path = sandbox_socket_path(path)
+    async with pool, PoolServer(pool, path, mode=mode, registry=registry) as server, \
+            PoolServer(pool, sandbox_path, mode=sandbox_mode, trust_clients=trust_clients, registry=registry):
+        logger.info("sandbox socket (mount this one into agent sandboxes): %s", sandbox_path)
         announce(server)
         waits = {asyncio.ensure_future(stop.wait())}
         if until is not None:

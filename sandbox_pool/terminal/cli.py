@@ -64,7 +64,7 @@ def exec_command(
 ) -> None:
     command = cmd[0] if len(cmd) == 1 else shlex.join(cmd)
     sandbox_config = _load_config(config, backend, image, host_toolchain)
-    result = asyncio.run(_run(sandbox_config, directory, command, timeout, _pool_access(pool)))
+    result = asyncio.run(_run(sandbox_config, directory, command, timeout, _pool_access(pool, directory)))
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     if result.truncated:
@@ -108,15 +108,16 @@ def _yaml(text: str) -> object:
     return data.get("sandbox", data) if isinstance(data, dict) else data
 
 
-def _pool_access(address: str | None) -> tuple[dict[str, str], dict[str, str]]:
+def _pool_access(address: str | None, directory: Path) -> tuple[dict[str, str], dict[str, str]]:
     """(read-only mounts, environment) that let commands in the sandbox reach the pool at `address`
-    (default $CUDA_AGENT_POOL): its socket is mounted at the same path. The sandbox has no network,
-    so a ray:// address is not passed in (the scripts then use an embedded evaluator)."""
+    (default $CUDA_AGENT_POOL): the workspace's model.py is registered with the pool, and the pool's
+    sandbox socket is mounted at its own path (sandbox_access.py). The sandbox has no network, so a
+    ray:// address is not passed in (the scripts then use an embedded evaluator)."""
+    import asyncio
     import os
 
-    from cuda_agent.errors import ConfigError
-    from cuda_agent.sandbox_pool.pool.client import socket_path
     from cuda_agent.sandbox_pool.pool.config import ENV_ADDRESS
+    from cuda_agent.sandbox_pool.pool.sandbox_access import grant_sandbox_access
 
     address = address or os.environ.get(ENV_ADDRESS) or None
     if not address:
@@ -125,11 +126,10 @@ def _pool_access(address: str | None) -> tuple[dict[str, str], dict[str, str]]:
         typer.echo(f"[sandbox] {ENV_ADDRESS}={address} is not reachable without a network; commands inside use "
                    "an embedded evaluator", err=True)
         return {}, {}
-    path = socket_path(address).resolve()
-    if not path.exists():
-        raise ConfigError(f"no pool socket at {path} ({ENV_ADDRESS} / --pool); start one with `cuda-agent pool "
-                          f"serve` or unset {ENV_ADDRESS}")
-    return {str(path): str(path)}, {ENV_ADDRESS: str(path)}
+    problem = directory / "model.py"
+    # A folder that is not a workspace registers nothing: its commands may still ask for the pool's status.
+    problem_src = problem.read_text(encoding="utf-8") if problem.is_file() else None
+    return asyncio.run(grant_sandbox_access(address, problem_src))
 
 
 async def _run(config, directory: Path, command: str, timeout: float | None,

@@ -45,21 +45,39 @@ def test_help_has_an_example():
 
 
 def test_exec_passes_the_pool_into_the_sandbox(workspace, tmp_path):
-    """$CUDA_AGENT_POOL (a socket path) reaches commands inside: the socket mounted, the variable set."""
+    """$CUDA_AGENT_POOL (the pool's socket) reaches commands inside as the pool's sandbox socket, mounted and
+    named by the variable, after the workspace's model.py was registered on the pool's own socket."""
+    import json
     import os
     import socket
+    import threading
 
-    path = tmp_path / "pool.sock"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(1)
+    path, sandbox_path = tmp_path / "pool.sock", tmp_path / "pool.sandbox.sock"
+    own, sandbox = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(str(path))
+    sandbox.bind(str(sandbox_path))
+    for listener in (own, sandbox):
+        listener.listen(1)
+    requests: list[dict] = []
+
+    def answer_one() -> None:  # the pool's own socket: one register request
+        conn, _ = own.accept()
+        with conn, conn.makefile("rb") as lines:
+            requests.append(json.loads(lines.readline()))
+            conn.sendall(b'{"ok": true}\n')
+
+    thread = threading.Thread(target=answer_one, daemon=True)
+    thread.start()
     try:
         argv = [sys.executable, "-m", "cuda_agent.cli.main", "sandbox", "exec", str(workspace), "--",
                 'echo "$CUDA_AGENT_POOL"; test -S "$CUDA_AGENT_POOL" && echo socket']
         done = subprocess.run(argv, capture_output=True, text=True, timeout=100,
                               env={**os.environ, "CUDA_AGENT_POOL": str(path)})
+        thread.join(timeout=10)
     finally:
-        listener.close()
-    assert (done.returncode, done.stdout) == (0, f"{path.resolve()}\nsocket\n"), done.stderr
+        own.close()
+        sandbox.close()
+    assert (done.returncode, done.stdout) == (0, f"{sandbox_path.resolve()}\nsocket\n"), done.stderr
+    assert [(r.get("op"), r.get("problem_src")) for r in requests] == [("register", (workspace / "model.py").read_text())]
     missing = cli("exec", "--pool", str(tmp_path / "none.sock"), str(workspace), "--", "true", through_main=True)
     assert missing.returncode == 2 and "none.sock" in missing.stderr and "Traceback" not in missing.stderr
