@@ -11,7 +11,6 @@ driver, triton, Python), the precision policy, the protocol version and the timi
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import importlib.metadata

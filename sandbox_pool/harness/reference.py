@@ -162,8 +162,8 @@ def prepare(
     """Write the init file for a child and compute what the parent judges with.
 
     `pause` is called between steps (one reference run each): a pool's worker passes one that
-    gives the device to a waiting timed window (`evaluator.gate_pauses`), so preparing a reference
-    (~40 reference runs) never holds another evaluation's timed calls up for long.
+    gives the device to a waiting timed window (`preparation.gate_pause`), so preparing a reference
+    (~18 reference runs with the default options) never holds another evaluation's timed calls up for long.
 
     The trials are `trials` draws (native, then the other distributions in turn) followed by
     up to `influence_checks` influence twins: a copy of an i.i.d.-looking trial's draw with the

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import sys
 from pathlib import Path
 
 from cuda_agent.errors import CudaAgentError

@@ -1,5 +1,5 @@
 """The parent's reference preparation gives the device to waiting timed windows, and a reference
-can be prepared ahead of its evaluation (harness/evaluator.py: gate_pause, ReferenceAhead)."""
+can be prepared ahead of its evaluation (harness/preparation.py: gate_pause, ReferenceAhead)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
-from cuda_agent.sandbox_pool.harness.evaluator import gate_pause
+from cuda_agent.sandbox_pool.harness.preparation import gate_pause
 from cuda_agent.sandbox_pool.harness.gate import DeviceGate
 from cuda_agent.sandbox_pool.harness.problem import load_problem
 from cuda_agent.sandbox_pool.harness.reference import prepare

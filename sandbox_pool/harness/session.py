@@ -1,0 +1,309 @@
+"""One candidate child driven through verification and timing by the trusted worker.
+
+The child pauses after each step; `CandidateSession` judges each message (trial outputs against the
+reference, influence twins, the timed calls' fingerprints, the timing report) and lets the child
+go on, sharing the device or with it alone (its timed calls), through the evaluation's lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from cuda_agent.errors import InfraError, ProblemError
+from cuda_agent.sandbox_pool.harness.clock import too_fast
+from cuda_agent.sandbox_pool.harness.compare import (
+    compare_outputs,
+    decode_prints,
+    fingerprint_mismatch,
+    influence_mismatch,
+)
+from cuda_agent.sandbox_pool.harness.inputs import same_digest
+from cuda_agent.sandbox_pool.harness.models import EvalStatus, StageOutcome
+from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion
+from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
+from cuda_agent.sandbox_pool.harness.protocol import output_file
+from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_stream
+from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, describe_exit
+from cuda_agent.sandbox_pool.harness.stats import timing_stats
+from cuda_agent.sandbox_pool.harness.verdict import fail
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.harness.evaluator import _Run
+
+POLL_S = 0.05
+"""How often a waiting session looks whether it was preempted."""
+
+
+class CandidateSession:
+    """Drives one candidate child through verification and timing, judging each message."""
+
+    def __init__(self, run: "_Run", prepared: PreparedReference, work: str, region: OutputRegion | None = None) -> None:
+        self.run_ = run
+        self.region = region
+        self.region_reads = self.file_reads = 0
+        self.result = run.result
+        self.prepared = prepared
+        self.work = work
+        self.marks: list[tuple[str, float]] = []
+        self._events: list[tuple[str, float]] = []
+        self.prints_asked: set[int] = set()
+        self.prints_checked: set[int] = set()
+        self.child: ChildProcess | None = None
+        self.kept: dict[int, list[Any]] = {}  # the candidate's outputs on draws that influence twins perturb
+        self.twin_outputs: list[Any] | None = None  # the candidate's outputs on the current twin
+        self.influence_ratios: list[float] = []
+        self.lease = run.lease
+        self.exclusive_s = 0.0
+        self._exclusive_since: float | None = None
+
+    def marks_since(self, t0: float) -> list[tuple[str, float]]:
+        return self.marks + [(name, at - t0) for name, at in self._events]
+
+    async def run(self, verify: StageOutcome, child: ChildProcess) -> bool:
+        self.child = child
+        lease = self.lease
+        start = time.monotonic()
+        try:
+            while True:
+                # The candidate's time limit does not count the time spent waiting for the device.
+                deadline = start + self.run_.opts.run_timeout_s + lease.waited_s
+                if lease.mode != "exclusive":
+                    lease.check_preempted()
+                try:
+                    message = await child.receive(min(deadline, time.monotonic() + POLL_S))
+                except ChildTimeout:
+                    if time.monotonic() < start + self.run_.opts.run_timeout_s + lease.waited_s:
+                        continue
+                    raise
+                if message.get("event") == "timed":  # reveal the checked positions of that call
+                    child.reply(print_seed=self.print_seed(message.get("k")))
+                    continue
+                verdict = await self.handle(message, verify)
+                if verdict is not None:
+                    return verdict
+        except ChildTimeout:
+            fail(self.result, EvalStatus.TIMEOUT, f"the candidate did not finish within {self.run_.opts.run_timeout_s:.0f} s")
+        except ChildEnded as exc:
+            fail(self.result, EvalStatus.CRASH, f"the candidate process died ({describe_exit(exc.exitcode)})")
+        finally:
+            child.kill()
+            self._end_exclusive()
+        verify.ok = False
+        return False
+
+    async def _exclusive(self) -> None:
+        await self.lease.exclusive()
+        self._exclusive_since = time.monotonic()
+
+    def _end_exclusive(self) -> None:
+        if self._exclusive_since is not None:
+            self.exclusive_s += time.monotonic() - self._exclusive_since
+            self._exclusive_since = None
+
+    async def _go_on(self, exclusive: bool = False) -> None:
+        """Let the paused child take its next step: sharing the device, or with it alone (timed calls)."""
+        assert self.child is not None
+        if exclusive:
+            await self._exclusive()
+        else:
+            self._end_exclusive()
+            await self.lease.shared(on_child=True)
+        self.child.reply(go_on=True)
+
+    async def handle(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
+        event = message.get("event")
+        if event != "print":
+            self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
+        self.lease.on_child = False  # the child is paused (or gone) until we answer
+        if event == "ready":
+            self.result.receipt.isolation = str(message.get("isolation", ""))
+            await self._exclusive()  # the child calibrates its clock with the device to itself
+            assert self.child is not None
+            self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
+                          timing_draws=[d.model_dump() for d in self.prepared.timing_draws],
+                          poison_bytes=self.prepared.output_nbytes,
+                          output_region_bytes=self.region.nbytes if self.region is not None else 0)
+        elif event == "calibrated":
+            await self._go_on()
+        elif event == "drawn":
+            self.check_draws(message.get("digests"))
+            await self._go_on()
+        elif event == "loaded":
+            verify.log = f"weights loaded by name: {message.get('weights')}"
+            await self._go_on()
+        elif event == "error":
+            self.on_error(message, verify)
+            return False
+        elif event == "trial":
+            verdict = await self.on_trial(message, verify)
+            if verdict is None:
+                await self._go_on()
+            return verdict
+        elif event == "ahead":  # the child drew some of its timed calls' inputs ahead (a shared step)
+            await self._go_on()
+        elif event == "warm":
+            await self._go_on(exclusive=True)
+        elif event == "print":
+            return self.on_print(message)
+        elif event == "timing":
+            self._end_exclusive()
+            verdict = self.on_timing(message)
+            await self.lease.release()
+            return verdict
+        elif event == "done":
+            return True
+        return None
+
+    def check_draws(self, digests: Any) -> None:
+        """The child drew its trial inputs before loading any candidate code: a mismatch is the problem's."""
+        expected = self.prepared.trial_digests
+        if not isinstance(digests, list) or len(digests) != len(expected) or not all(
+                same_digest(got, want) for got, want in zip(digests, expected)):
+            raise ProblemError("get_inputs() gives different values in two processes under the same seeds; "
+                               "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
+
+    def on_error(self, message: dict[str, Any], verify: StageOutcome) -> None:
+        verify.ok = False
+        detail = f"{message.get('kind')}: {message.get('message')}"
+        verify.log = (verify.log + "\n" + str(message.get("traceback", ""))).strip()[-4000:]
+        if message.get("stage") == "setup":  # before the candidate's code was loaded
+            raise InfraError(f"the evaluation child could not start: {detail}")
+        if message.get("stage") == "draw":
+            raise ProblemError(f"get_inputs() failed in the evaluation child: {detail}")
+        if message.get("violations"):
+            fail(self.result, EvalStatus.VIOLATION, message["violations"][0], message["violations"])
+        elif message.get("stage") in ("load", "construct"):
+            fail(self.result, EvalStatus.LOAD_ERROR, f"model_new.py could not be loaded: {detail}")
+        else:
+            fail(self.result, EvalStatus.CRASH, f"the candidate raised during {message.get('stage')}: {detail}")
+
+    async def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
+        k = int(message["k"])
+        problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
+        if message.get("input_mutated") and not self.prepared.reference_mutates_inputs:
+            problems.append("forward modified its inputs in place")
+        if problems:
+            verify.ok = False
+            fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
+            return False
+        try:  # in a thread: the other evaluations' sessions go on meanwhile
+            mismatch = await asyncio.to_thread(own_stream, self.run_.ev.device, self._check_trial, k,
+                                               message.get("layout"))
+        except OutputFormatError as exc:
+            verify.ok = False
+            fail(self.result, EvalStatus.VIOLATION, f"trial {k}: {exc}", [str(exc)])
+            return False
+        if mismatch:
+            verify.ok = False
+            dist = self.prepared.trial_draws[k].distribution
+            verify.log = f"trial {k} ({dist} inputs): {mismatch}"
+            fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
+            return False
+        if not await self.check_influence(k, verify):
+            return False
+        trials = len(self.prepared.trial_draws)
+        if k == trials - 1:
+            verify.ok = True
+            self.result.correct = True
+            ratios = ", ".join(f"{r:.2g}" for r in self.influence_ratios)
+            verify.log = (verify.log + f"\n{trials}/{trials} trials match"
+                          + (f"; influence residuals {ratios}" if ratios else "")).strip()
+            if not self.prepared.timing_draws:
+                return True
+        return None
+
+    def _check_trial(self, k: int, layout: Any) -> str | None:
+        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, self.run_.ev.device, self.region)
+        if any(isinstance(entry, dict) and entry.get("shared") for entry in layout):
+            self.region_reads += 1
+        else:
+            self.file_reads += 1
+        if k in self.prepared.influence.values():  # a draw an influence twin perturbs
+            self.kept[k] = outputs
+        self.twin_outputs = outputs if k in self.prepared.influence else None
+        return compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
+
+    async def check_influence(self, k: int, verify: StageOutcome) -> bool:
+        """On an influence twin: did the candidate's output move as the reference's did?"""
+        base = self.prepared.influence.get(k)
+        if base is None or base not in self.kept or self.twin_outputs is None:
+            return True
+        twin = self.prepared.trial_draws[k]
+        mismatch, ratios = await asyncio.to_thread(
+            own_stream, self.run_.ev.device, influence_mismatch, self.kept[base], self.twin_outputs,
+            self.prepared.trial_outputs[base],
+            self.prepared.trial_outputs[k], twin.perturb_fraction)
+        self.influence_ratios += ratios
+        if mismatch:
+            verify.ok = False
+            verify.log = f"trial {k} (influence twin of trial {base}): {mismatch}"
+            fail(self.result, EvalStatus.INCORRECT, f"influence check failed on trial {k}: {mismatch}")
+            return False
+        return True
+
+    def print_seed(self, k: Any) -> int:
+        if not isinstance(k, int) or not 0 <= k < len(self.prepared.print_seeds) or k in self.prints_asked:
+            return 0  # out of order: its print cannot match, the verdict follows
+        self.prints_asked.add(k)
+        return self.prepared.print_seeds[k]
+
+    def on_print(self, message: dict[str, Any]) -> bool | None:
+        k = message.get("k")
+        if not isinstance(k, int) or not 0 <= k < len(self.prepared.timing_prints) or k in self.prints_checked:
+            return self.timing_violation("the timing protocol was not followed")
+        self.prints_checked.add(k)
+        expected = self.prepared.timing_prints[k]
+        if expected is None:  # not one of the checked calls
+            return None
+        got = decode_prints(message.get("fingerprint"))
+        if got is None or fingerprint_mismatch(got, *expected):
+            return self.timing_violation(f"the output of timed call {k} is wrong although verification passed "
+                                         "(results cached or behaviour changed while timed)")
+        return None
+
+    def timing_violation(self, problem: str) -> bool:
+        self.run_.stage("profile", ok=False)
+        fail(self.result, EvalStatus.VIOLATION, problem, [problem])
+        return False
+
+    def on_timing(self, message: dict[str, Any]) -> bool:
+        problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
+        if len(self.prints_checked) != len(self.prepared.timing_draws):
+            problems.append("the timing protocol was not followed (timed outputs not all checked)")
+        profile = self.run_.stage("profile", ok=not problems)
+        if problems:
+            fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
+            return False
+        stats = timing_stats([float(s) for s in message["samples_us"]])
+        assert self.child is not None
+        self.child.clock.drain()
+        bound = self.child.clock.bound()
+        if bound is not None and too_fast(stats.median_us, bound):
+            return self.timing_violation(
+                f"the reported time ({stats.median_us:.1f} us per call) is far below what was observed from outside "
+                f"the candidate's process ({bound[0]:.1f} us per call): the timer was tampered with or work was hidden")
+        self.result.timings["candidate"] = stats
+        self.result.runtime_us = stats.median_us
+        checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
+        profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs, the outputs of {checked} checked "
+                       f"(chosen at random, secret); median {stats.median_us:.1f} us; "
+                       f"host floor {message.get('host_floor_us', 0):.1f} us; timed by the host clock: "
+                       f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}; outside-process bound: "
+                       + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
+                       + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
+                       f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
+        return True
+
+
+def split_log(split: Any) -> str:
+    """The child's own account of its timed loop (untrusted: a log line, never a verdict)."""
+    if not isinstance(split, dict):
+        return ""
+    try:
+        parts = ", ".join(f"{name} {float(split[name]):.3f} s" for name in ("draws", "calls", "prints"))
+        return f" ({parts}; waiting for the prints' positions {float(split['handshakes']):.3f} s)"
+    except (KeyError, TypeError, ValueError):
+        return ""
