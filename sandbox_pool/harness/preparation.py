@@ -60,7 +60,7 @@ async def prepare_reference(device: str, lease: Lease, problem: Problem, job: Ev
     return await asyncio.to_thread(
         own_stream, device, prepare, problem, work, device, seed=seed, trials=opts.correctness_trials,
         timed_calls=opts.timed_calls if opts.profile else 0, atol=atol, rtol=rtol,
-        print_seed=secrets.randbits(62),  # never sent before the timed call it is for
+        print_seed=secrets.randbits(62),  # the key of every call's print seed and of the checked calls: never sent
         influence_checks=opts.influence_checks, checked_calls=opts.checked_timed_calls,
         pause=gate_pause(lease, asyncio.get_running_loop(), device, stop))
 

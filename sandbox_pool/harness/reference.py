@@ -7,6 +7,7 @@ reference output.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import random
@@ -32,7 +33,6 @@ from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, Draw
 MAX_REDRAWS = 20
 TIMING_SEED_OFFSET = 50_000
 INFLUENCE_SEED_OFFSET = 7_000_000
-CHECKED_CALLS_SALT = 0x7C4EC4ED
 T = TypeVar("T")
 INFLUENCE_FRACTIONS = (0.5, 0.125)
 """Fraction of input positions whose values an influence twin exchanges, per twin in turn."""
@@ -70,7 +70,8 @@ class PreparedReference:
     trial_digests: list[list[list[float]]] = field(default_factory=list)
     timing_draws: list[Draw] = field(default_factory=list)
     print_seeds: list[int] = field(default_factory=list)
-    """Seed of the positions checked in each timed output: secret until that call has returned."""
+    """Seed of the positions checked in each timed output: secret until that call has returned, and
+    unrelated to the other calls' (`keyed`), so a revealed one predicts none of the next."""
     timing_prints: list[tuple[list[torch.Tensor], list[torch.Tensor]] | None] = field(default_factory=list)
     """Per timed call: the reference's values and bounds at its print positions, or None (not checked)."""
     checked_calls: list[int] = field(default_factory=list)
@@ -170,8 +171,11 @@ def prepare(
     values at a random fraction of positions exchanged; a twin whose reference output is not
     finite (or on which the reference raises) is dropped, never counted against the candidate.
 
-    Of the `timed_calls`, `checked_calls` (None: all) chosen at random from `print_seed` (secret) get
-    the reference's fingerprint bounds; the others are neither drawn nor run here."""
+    `print_seed` is the evaluation's secret key: each timed call's print seed and the choice of the
+    checked calls are derived from it one way (`keyed`), so the seeds the child is told, one after each
+    call, reveal neither the key, nor the next call's positions, nor which calls are checked. Of the
+    `timed_calls`, `checked_calls` (None: all) chosen that way get the reference's fingerprint bounds;
+    the others are neither drawn nor run here."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
@@ -192,7 +196,7 @@ def prepare(
                   seed + INFLUENCE_SEED_OFFSET + 1000 * j, INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)])
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
     prepared.timing_draws = timing_draws(seed, timed_calls)
-    prepared.print_seeds = [print_seed + 1000 * k for k in range(timed_calls)]
+    prepared.print_seeds = [keyed(print_seed, f"print {k}") for k in range(timed_calls)]
     prepared.checked_calls = checked_timed_calls(print_seed, timed_calls, checked_calls)
     checked = set(prepared.checked_calls)
     for k, planned in enumerate(prepared.timing_draws):
@@ -212,12 +216,18 @@ def prepare(
     return prepared
 
 
-def checked_timed_calls(print_seed: int, timed_calls: int, checked: int | None) -> list[int]:
+def keyed(key: int, label: str) -> int:
+    """A 62-bit value derived one way from the secret `key` and `label` (SHA-256): values of other labels,
+    even all of them, say nothing about this one without the key."""
+    return int.from_bytes(hashlib.sha256(f"{key}:{label}".encode()).digest()[:8], "big") >> 2
+
+
+def checked_timed_calls(key: int, timed_calls: int, checked: int | None) -> list[int]:
     """The timed calls whose outputs are checked: `checked` of them at random (all when None or more),
-    from the evaluation's secret print seed, so the choice is as secret as the positions."""
+    drawn from the evaluation's secret key, never from anything the child is told."""
     if checked is None or checked >= timed_calls:
         return list(range(timed_calls))
-    return sorted(random.Random(print_seed ^ CHECKED_CALLS_SALT).sample(range(timed_calls), checked))
+    return sorted(random.Random(keyed(key, "checked calls")).sample(range(timed_calls), checked))
 
 
 def _no_pause() -> None:

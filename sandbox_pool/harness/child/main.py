@@ -270,19 +270,19 @@ class Child:
             return []
         budget = min(AHEAD_MAX_BYTES, torch.cuda.get_device_properties(self.device).total_memory * AHEAD_DEVICE_FRACTION)
         ahead: list[list[Any] | None] = []
-        count = len(planned)
-        for planned_k in planned:
+        count = len(planned)  # known after the first draw: every draw of a problem has its size
+        while len(ahead) < count:
             if ahead and len(ahead) % AHEAD_STEP_DRAWS == 0 and self.spec.gated:
                 self.step_done(event="ahead", calls=len(ahead))
             try:
-                inputs = self.draw(planned_k)
+                inputs = self.draw(planned[len(ahead)])
             except torch.cuda.OutOfMemoryError:  # neighbours hold the memory now: draw the rest between calls
                 break
-            if not ahead:  # every draw of a problem has the first one's size
+            if not ahead:
                 size = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
                 count = min(count, int(budget // max(size, 1)))
-            if len(ahead) >= count:
-                break
+                if count == 0:
+                    break
             ahead.append(inputs)
         return ahead
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from test_hacks import HONEST, model_new
 
-from cuda_agent.sandbox_pool.harness import EvalStatus
+from cuda_agent.sandbox_pool.harness import EvalOptions, EvalStatus
 from cuda_agent.sandbox_pool.harness.compare import (
     decode_prints,
     encode_prints,
@@ -40,9 +40,13 @@ def test_the_checked_calls_are_a_secret_random_subset() -> None:
     assert min(hits) > 50 and max(hits) < 150  # every call as likely (expected 100 each)
 
 
-def test_a_cheat_that_moves_the_median_cannot_miss_the_checks() -> None:
-    """Faster wrong outputs on 15 of 30 calls escape 10 random checks with probability 1e-4."""
-    assert comb(15, 10) / comb(30, 10) < 2e-4
+def test_the_default_checks_catch_a_cheat_that_moves_the_median() -> None:
+    """With the default options, faster wrong outputs on half the timed calls (what moving the median takes)
+    escape the random checks with probability below 1e-3."""
+    options = EvalOptions()
+    n, k = options.timed_calls, min(options.checked_timed_calls or options.timed_calls, options.timed_calls)
+    cheated = n // 2
+    assert comb(n - cheated, k) / comb(n, k) < 1e-3
 
 
 def test_prints_cross_the_wire_exactly_and_malformed_ones_are_refused() -> None:
@@ -69,6 +73,18 @@ def test_unchecked_calls_cost_no_reference_run(tmp_path: Path) -> None:
     assert [k for k, p in enumerate(prepared.timing_prints) if p is not None] == prepared.checked_calls
     assert len(prepared.checked_calls) == 3
     assert len(steps) == 4 + 1 + 3  # trials, the twin, the checked calls' reference runs
+
+
+def test_the_seeds_a_child_is_told_predict_nothing(tmp_path: Path) -> None:
+    """After each timed call the child learns that call's print seed. Neither the next call's seed nor the
+    choice of checked calls may follow from the ones it learned (they are keyed on a secret it never sees)."""
+    prepared = prepare(load_problem(PROBLEM), str(tmp_path), "cpu", seed=3, trials=2, timed_calls=30, atol=1e-4,
+                       rtol=1e-4, print_seed=12345, checked_calls=10)
+    seeds = prepared.print_seeds
+    assert len(set(b - a for a, b in zip(seeds, seeds[1:]))) == len(seeds) - 1  # no progression to extrapolate
+    assert 12345 not in seeds  # the key itself is never one of them
+    for told in seeds:  # taking any revealed seed for the key gives another choice of checked calls
+        assert checked_timed_calls(told, 30, 10) != prepared.checked_calls
 
 
 def test_wrong_outputs_on_the_timed_calls_are_caught_with_few_checks(evaluate_cpu) -> None:
