@@ -5,7 +5,8 @@
     2. result cache    an unchanged candidate (same key: `result_cache`) is answered from disk
     3. evaluation      the evaluator's forkserver is launched first; the candidate's compile starts
                        next, still without torch (content-addressed build cache; the toolchain
-                       comes from its record, `detect_toolchain`); this process then imports torch
+                       comes from its record, `detect_toolchain`); on cuda a thread creates this
+                       process's CUDA context meanwhile (`cuda_primer`); this process then imports torch
                        (the reference load, the evaluator) in a worker thread while the event loop
                        drives the compile; meanwhile the forkserver finishes its start (CUDA
                        probe), the evaluator prepares the reference (`Evaluator.prepare_ahead`),
@@ -96,6 +97,10 @@ async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = N
 
     zygote = Zygote(cuda=job.device == "cuda")
     zygote.launch()
+    if job.device == "cuda":  # the CUDA context is made while torch imports (cuda_primer.py): its first use is ~free
+        from cuda_agent.sandbox_pool.harness.cuda_primer import prime_cuda_context
+
+        prime_cuda_context(config.device_index if config is not None else 0)
     # The compile starts before the torch import (~2.7 s): the toolchain comes from its record
     # (`detect_toolchain`), so the first compiler runs at once. Same cache folder as the evaluator's.
     build_started = time.monotonic()

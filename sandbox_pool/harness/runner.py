@@ -84,12 +84,22 @@ class Zygote:
             if not ready.get("ready"):
                 raise InfraError("the evaluation zygote did not start (is torch importable?)")
             self._ready = True
-            self.level, self.probe = str(ready.get("level", "")), dict(ready.get("probe") or {})
             self.boot = {k: float(v) for k, v in (ready.get("boot") or {}).items()}
             logger.info("evaluation zygote ready: %s", ", ".join(f"{k} {v:.2f}" for k, v in self.boot.items()))
-            if self.cuda and self.probe and self.level != "pidns+ro":
-                logger.warning("candidate isolation on this GPU machine: %s (probe: %s)", self.level, self.probe)
+            self.level, self.probe = "", {}
+            if "level" in ready:
+                self._on_level(ready)
             self._exits.clear()
+
+    def _on_level(self, message: dict[str, Any]) -> None:
+        """The isolation level the zygote's children run at: in its ready message (cpu), or before the
+        answer to the first spawn (cuda: the zygote's CUDA probe ends after it reported ready)."""
+        self.level, self.probe = str(message.get("level", "")), dict(message.get("probe") or {})
+        if "probe_s" in message:
+            self.boot["probe_s"] = float(message["probe_s"])
+            logger.info("evaluation zygote: isolation %s, CUDA probe %.2f s", self.level, self.boot["probe_s"])
+        if self.cuda and self.probe and self.level != "pidns+ro":
+            logger.warning("candidate isolation on this GPU machine: %s (probe: %s)", self.level, self.probe)
 
     def _read(self, timeout: float | None) -> dict[str, Any] | None:
         assert self._ctrl is not None
@@ -111,10 +121,12 @@ class Zygote:
             fds = [fd, clock_fd] + ([outputs_fd] if outputs_fd is not None else [])
             socket.send_fds(self._ctrl, [spec_json.encode()], fds)
             while True:
-                message = self._read(60)
+                message = self._read(60 if self.level else 120)  # the first answer waits for the CUDA probe
                 if message is None:
                     raise WorkerCrashedError("the evaluation zygote did not answer")
-                if "exit" in message:
+                if "level" in message:
+                    self._on_level(message)
+                elif "exit" in message:
                     self._exits[message["exit"]] = message["status"]
                 elif "pid" in message:
                     return int(message["pid"])
