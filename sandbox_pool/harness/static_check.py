@@ -3,12 +3,15 @@
 model_new.py may import only a few modules and may not reach Python internals (dunder
 attributes, private torch modules, builtins that execute or introspect code): this
 keeps the candidate's Python from patching the harness that runs in its process.
-Kernel sources are scanned for the escape hatches of `policy.FORBIDDEN_SOURCE_PATTERNS`.
+Kernel sources are scanned for the escape hatches of `policy.FORBIDDEN_SOURCE_PATTERNS`, and
+their preprocessor directives for files outside the build folder (`_file_violations`): the
+compiler quotes an included file's lines in the errors the agent reads, and `.incbin` embeds one.
 """
 
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 
 from cuda_agent.sandbox_pool.harness.policy import (
@@ -52,7 +55,60 @@ def check_candidate(files: dict[str, str]) -> StaticCheckReport:
                 if match:
                     line = code.count("\n", 0, match.start()) + 1
                     report.violations.append(f"{path}:{line}: `{match.group(0)}` is not allowed ({why})")
+            report.violations += _file_violations(path, text)
     return report
+
+
+_DIRECTIVE = re.compile(r"^\s*(?:#|%:)\s*(include_next|include|import|embed)\b\s*(.*)$")
+"""A file directive (`%:` is the digraph of `#`), on a logical line (continuations joined)."""
+_JOINED_LITERALS = re.compile(r'"\s*"')
+
+
+def _file_violations(path: str, text: str) -> list[str]:
+    """Directives of kernel source `path` that would read a file outside the build folder: an
+    absolute or escaping path, a computed include (a macro names the file), `#embed`, `#import`;
+    and `.incbin` spelled across adjacent string literals. The build folder holds the candidate's
+    kernels/ and the harness's files next to it (`#include "../binding_registry.h"`). Lines are
+    read as the preprocessor reads them: comments are one space, continuations join lines. Macros
+    can still assemble an operand from parts the source never spells out: the compiler's file
+    system view is the complete answer (docs/harness.md, Known limits)."""
+    code = _COMMENT.sub(" ", text)
+    found: list[str] = []
+    logical, first = "", 1
+    for number, physical in enumerate(code.split("\n"), start=1):
+        if not logical:
+            first = number
+        if physical.rstrip("\r").endswith("\\"):
+            logical += physical.rstrip("\r")[:-1]
+            continue
+        logical, line = logical + physical, logical + physical
+        logical = ""
+        match = _DIRECTIVE.match(line)
+        if match is None:
+            continue
+        directive, operand = match.group(1), match.group(2).strip()
+        why = _operand_violation(path, directive, operand)
+        if why:
+            found.append(f"{path}:{first}: `#{directive} {operand[:80]}` is not allowed ({why})")
+    if re.search(r"incbin", _JOINED_LITERALS.sub("", code), re.IGNORECASE) and not re.search(r"incbin", code):
+        found.append(f"{path}: `.incbin` is not allowed (reading files; in any case, or across string literals)")
+    return found
+
+
+def _operand_violation(path: str, directive: str, operand: str) -> str | None:
+    if directive in ("embed", "import"):
+        return "reading files" if directive == "embed" else "not C++; use #include"
+    if not operand or operand[0] not in "<\"":
+        return "a computed include: name the header itself"
+    closing = ">" if operand[0] == "<" else '"'
+    end = operand.find(closing, 1)
+    target = operand[1:end] if end > 0 else operand[1:]
+    if target.startswith("/") or "\\" in target:
+        return "a file outside the build folder"
+    if operand[0] == "<":
+        return "a file outside the build folder" if ".." in target.split("/") else None
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    return "a file outside the build folder" if resolved == ".." or resolved.startswith("../") else None
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
