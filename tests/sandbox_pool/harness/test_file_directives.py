@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalOptions, EvalStatus
 from cuda_agent.sandbox_pool.harness.oneshot import static_verdict
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate

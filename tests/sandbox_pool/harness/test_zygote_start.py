@@ -5,37 +5,20 @@ And the one-shot path's CUDA primer: torch-free, never raises.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
 from cuda_agent.sandbox_pool.harness.child.hardening import LEVELS
 from cuda_agent.sandbox_pool.harness.cuda_primer import prime_cuda_context
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
-from cuda_agent.sandbox_pool.harness.runner import (
-    ChildEnded,
-    ChildProcess,
-    ChildTimeout,
-    Zygote,
-)
+from cuda_agent.sandbox_pool.harness.runner import ChildProcess, Zygote
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBLEM = (ROOT / "examples/problems/diag_matmul.py").read_text()
-
-
-async def _until_exit(child: ChildProcess, within_s: float = 60.0) -> None:
-    deadline = time.monotonic() + within_s
-    try:
-        while True:
-            await child.receive(deadline)
-    except ChildEnded:
-        return
-    except ChildTimeout:
-        pytest.fail("the child did not end")
 
 
 def test_a_cuda_zygote_is_ready_before_its_probe_and_names_the_level_before_its_first_child(
@@ -56,9 +39,10 @@ def test_a_cuda_zygote_is_ready_before_its_probe_and_names_the_level_before_its_
         assert any("CUDA probe" in r.getMessage() for r in caplog.records)
         if zygote.level != "pidns+ro":
             assert any("candidate isolation on this GPU machine" in r.getMessage() for r in caplog.records)
-        asyncio.run(_until_exit(child))  # no GPU: the child reports its setup failure and ends
+        child.kill()  # without a GPU it ends by itself (setup failure); with one it would wait for its draws
         second = ChildProcess(zygote, spec)  # answered at once: the level is known now
-        asyncio.run(_until_exit(second))
+        assert second.pid > 0 and second.pid != child.pid
+        second.kill()
     finally:
         zygote.close()
 
