@@ -81,8 +81,7 @@ def _file_violations(path: str, text: str) -> list[str]:
         if physical.rstrip("\r").endswith("\\"):
             logical += physical.rstrip("\r")[:-1]
             continue
-        logical, line = logical + physical, logical + physical
-        logical = ""
+        line, logical = logical + physical, ""
         match = _DIRECTIVE.match(line)
         if match is None:
             continue
