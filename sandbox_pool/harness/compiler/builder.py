@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.sandbox_pool.harness.compiler.diagnostics import summarize_compiler_output
+from cuda_agent.sandbox_pool.harness.compiler.jail import Jail, jail_for, toolchain_paths
 from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
 from cuda_agent.sandbox_pool.harness.compiler import glue
 from cuda_agent.sandbox_pool.harness.compiler.toolchain import CXX_STD, Toolchain, detect_toolchain
@@ -98,6 +99,7 @@ class _Build:
         self.compiled = 0
         self.objects: list[Path] = []
         self.real_header_units: list[str] = []
+        self.pch_root = cache / "pch"
 
     def units(self) -> list[str]:
         cxx_units = [p for p in self.sources if p.endswith((".cpp", ".cc"))]
@@ -180,10 +182,9 @@ class _Build:
             return None
 
     async def compile_to(self, stage: Path, path: str, compiler: str, flags: list[str], obj: Path) -> Path:
-        obj.parent.mkdir(parents=True, exist_ok=True)
-        tmp = obj.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp.o")
-        await self.exec([compiler, "-c", path, *flags, "-o", str(tmp)], stage)
-        tmp.replace(obj)
+        out = stage / f"{obj.stem}.{secrets.token_hex(4)}.o"  # the compiler writes in the stage folder only
+        await self.exec([compiler, "-c", path, *flags, "-o", str(out)], stage)
+        _publish(out, obj)
         self.compiled += 1
         return obj
 
@@ -202,13 +203,30 @@ class _Build:
             extra += ["-lcudnn"]
         lib_dirs = [f"-L{d}" for d in self.tc.library_dirs]
         rpaths = [f"-Wl,-rpath,{d}" for d in self.tc.library_dirs]
-        tmp = so.with_suffix(f".{os.getpid()}.tmp.so")
-        await self.exec([self.tc.cxx, "-shared", *map(str, objects), "-o", str(tmp), *lib_dirs, *rpaths, *libs, *extra],
-                        so.parent)
-        tmp.replace(so)
+        stage = Path(tempfile.mkdtemp(prefix="cuda_agent_link_"))
+        try:
+            out = stage / "cuda_extension.so"
+            await self.exec([self.tc.cxx, "-shared", *map(str, objects), "-o", str(out), *lib_dirs, *rpaths, *libs,
+                             *extra], stage, readable_files=objects)
+            _publish(out, so)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
         return so, False
 
-    async def exec(self, argv: list[str], cwd: Path) -> None:
+    def jail(self) -> Jail | None:
+        """The compiler's jail (jail.py): it sees the toolchain and its stage folder only; None where
+        bubblewrap cannot run. Probed at the first compile of the process, not for a cached build."""
+        self.pch_root.mkdir(parents=True, exist_ok=True)
+        return jail_for(self.tc.cxx, toolchain_paths([self.tc.cxx, self.tc.nvcc], self.tc.include_dirs,
+                                                     self.tc.library_dirs, self.tc.cuda_home,
+                                                     [glue.GLUE_DIR, self.pch_root]))
+
+    async def exec(self, argv: list[str], cwd: Path, readable_files: list[Path] | None = None) -> None:
+        """Run a compiler or the linker in `cwd` (in the jail when there is one: it sees the toolchain,
+        `cwd` and `readable_files`)."""
+        jail = self.jail()
+        if jail is not None:
+            argv = jail.wrap(argv, cwd, readable_files or [])
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=str(cwd), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True, env=_compiler_env(cwd),
@@ -225,6 +243,14 @@ class _Build:
             raise
         if proc.returncode != 0:
             raise _CompileFailed(summarize_compiler_output(out.decode(errors="replace")))
+
+
+def _publish(built: Path, target: Path) -> None:
+    """Move a file the compiler wrote in its stage folder into the cache, atomically."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.{secrets.token_hex(4)}.tmp{target.suffix}")
+    shutil.copy(built, tmp)  # with its mode
+    tmp.replace(target)
 
 
 _ENV_KEPT = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "LANG", "LC_ALL")

@@ -1,0 +1,57 @@
+"""The compiler's file system view (compiler/jail.py): a candidate's build cannot read a host file
+however its source assembles the directive (the static check, the first line, is bypassed here on
+purpose: `build_extension` is called directly), while honest builds still work in the jail."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox_pool.harness.compiler import build_extension
+from cuda_agent.sandbox_pool.harness.compiler.jail import jail_for
+
+ROOT = Path(__file__).resolve().parents[3]
+SOLUTION = ROOT / "examples/solutions/diag_matmul/cpu_fast"
+FILES = {"model_new.py": (SOLUTION / "model_new.py").read_text(),
+         "kernels/diag_matmul.cpp": (SOLUTION / "kernels/diag_matmul.cpp").read_text()}
+
+pytestmark = pytest.mark.skipif(jail_for("g++", ("/usr",)) is None,
+                                reason="bubblewrap cannot run here (scripts/setup.sh installs it)")
+
+# Each reads `{secret}` with a directive whose operand the source never spells out in one piece.
+ASSEMBLED_READS = {
+    "incbin from stringised pieces":
+        '#define Q(x) #x\nasm(".section .rodata\\n" Q(.inc)Q(bin) " \\"{secret}\\"\\n.previous\\n");\n',
+    "include from a macro": "#define Q(x) #x\n#define P(a, b) Q(a/b)\n#include P({folder}, secret.txt)\n",
+}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("build_cache")  # shared: the precompiled headers are built once
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("route", sorted(ASSEMBLED_READS))
+def test_a_build_cannot_read_a_host_file(tmp_path: Path, cache: Path, route: str) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET_TOKEN_XYZ\n")
+    source = ASSEMBLED_READS[route].format(secret=secret, folder=tmp_path) + FILES["kernels/diag_matmul.cpp"]
+    result = asyncio.run(build_extension({**FILES, "kernels/diag_matmul.cpp": source}, "cpu", cache_dir=cache))
+    assert not result.ok  # the file is not there for the compiler
+    assert "SECRET_TOKEN_XYZ" not in result.log
+
+
+@pytest.mark.slow
+def test_an_honest_build_works_in_the_jail_and_its_result_is_cached(cache: Path) -> None:
+    first = asyncio.run(build_extension(FILES, "cpu", cache_dir=cache))
+    assert first.ok, first.log
+    again = asyncio.run(build_extension(FILES, "cpu", cache_dir=cache))
+    assert again.ok and again.cached and again.so_path == first.so_path
+
+
+def test_the_jail_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_AGENT_COMPILER_JAIL", "0")
+    assert jail_for("g++", ("/usr",)) is None
