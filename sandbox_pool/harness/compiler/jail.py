@@ -74,6 +74,8 @@ def toolchain_paths(compilers: Iterable[str | None], include_dirs: Iterable[str]
     paths += [*include_dirs, *library_dirs, *([cuda_home] if cuda_home else []), *map(str, extra)]
     unique: list[str] = []
     for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}, key=len):
+        if path == "/":  # a compiler in /bin of a system without merged /usr: the system folders have it
+            continue
         if not any(path == u or path.startswith(u.rstrip("/") + "/") for u in unique):
             unique.append(path)  # a folder inside one already bound is visible through it
     return tuple(unique)
