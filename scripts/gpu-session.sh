@@ -62,6 +62,8 @@ source scripts/gpu-env.sh
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 GPUS=$(nvidia-smi -L | wc -l); LAST=$((GPUS - 1)); status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+# Candidate compiles run in bubblewrap where it exists (harness/compiler/jail.py): say which case this is.
+if command -v bwrap >/dev/null; then echo "compiler jail: $(bwrap --version)"; else echo "compiler jail: no bwrap here, compiles see the whole file system"; fi | tee -a "$OUT/gpu.txt"
 t0=$(date +%s); stamp() { echo "[gpu-session +$(( $(date +%s) - t0 ))s] $*"; }
 
 data_phase() {  # issue 17: paper window [1, 100] ms (the cuda default), inductor, dataset report
