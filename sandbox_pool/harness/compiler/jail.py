@@ -47,38 +47,60 @@ class Jail:
         """`argv` run in the jail with `stage` (its working folder) writable and `readable_files` visible."""
         args = [self.bwrap, "--unshare-all", "--die-with-parent", "--dev", "/dev", "--proc", "/proc",
                 "--tmpfs", "/tmp"]
-        for path in (*SYSTEM_PATHS, *self.readable, *map(str, readable_files)):
-            args += _bind(path)
-        stage_dir = os.path.realpath(stage)
-        return [*args, "--bind", stage_dir, stage_dir, "--chdir", stage_dir, "--", *argv]
+        for path in SYSTEM_PATHS:
+            if os.path.islink(path):  # /bin -> usr/bin on merged-/usr systems
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.exists(path):
+                args += ["--ro-bind", path, path]
+        stage_dir = str(stage)
+        args += _mounts([*self.readable, *map(str, readable_files)], writable=[stage_dir])
+        return [*args, "--chdir", os.path.realpath(stage_dir), "--", *argv]
 
 
-def _bind(path: str) -> list[str]:
-    if os.path.islink(path) and path in SYSTEM_PATHS:  # /bin -> usr/bin on merged-/usr systems
-        return ["--symlink", os.readlink(path), path]
-    if not os.path.exists(path):
-        return []
-    real = os.path.realpath(path)
-    return ["--ro-bind", real, real] + (["--symlink", real, path] if real != path and os.path.isabs(path) else [])
+def _mounts(readable: Iterable[str], writable: Iterable[str]) -> list[str]:
+    """bwrap arguments that show each path at its real place (a folder inside another shown once) and,
+    where a path the command names goes through a symlink (a cache under a linked home), that link."""
+    shown: dict[str, str] = {}  # real path -> "--ro-bind" / "--bind"
+    links: list[tuple[str, str]] = []
+    for kind, paths in (("--ro-bind", readable), ("--bind", writable)):
+        for path in paths:
+            if not os.path.exists(path):
+                continue
+            real, named = os.path.realpath(path), os.path.abspath(path)
+            shown[real] = "--bind" if kind == "--bind" else shown.get(real, kind)
+            if named != real:
+                links.append((named, real))
+    args: list[str] = []
+    outer = [p for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]  # shown by `wrap`
+    for real in sorted(shown, key=len):
+        if real == "/":  # a compiler in /bin of a system without merged /usr: the system folders have it
+            continue
+        if shown[real] == "--ro-bind" and _inside(real, outer):
+            continue  # visible through a folder already shown
+        args += [shown[real], real, real]
+        outer.append(real)
+    for named, real in links:
+        if not _inside(named, [*outer, *SYSTEM_PATHS]):  # a link inside a shown folder is there already
+            args += ["--symlink", real, named]
+    return args
+
+
+def _inside(path: str, folders: Iterable[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
 def toolchain_paths(compilers: Iterable[str | None], include_dirs: Iterable[str], library_dirs: Iterable[str],
                     cuda_home: str | None, extra: Iterable[str | Path]) -> tuple[str, ...]:
-    """The folders a build reads besides the system's: each compiler's own folder tree (its install),
-    the include and library folders, the CUDA toolkit, `extra` (fast glue, precompiled headers)."""
+    """The folders a build reads besides the system's, as the build's flags name them: each
+    compiler's own folder tree (its install), the include and library folders, the CUDA toolkit,
+    `extra` (fast glue, precompiled headers)."""
     paths: list[str] = []
     for exe in compilers:
         if exe:
             resolved = shutil.which(exe) or exe
             paths.append(str(Path(os.path.realpath(resolved)).parent.parent))  # e.g. <cuda>/bin/nvcc -> <cuda>
     paths += [*include_dirs, *library_dirs, *([cuda_home] if cuda_home else []), *map(str, extra)]
-    unique: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)}, key=len):
-        if path == "/":  # a compiler in /bin of a system without merged /usr: the system folders have it
-            continue
-        if not any(path == u or path.startswith(u.rstrip("/") + "/") for u in unique):
-            unique.append(path)  # a folder inside one already bound is visible through it
-    return tuple(unique)
+    return tuple(sorted({os.path.abspath(p) for p in paths if os.path.isdir(p)}))
 
 
 def jail_for(cxx: str, readable: tuple[str, ...]) -> Jail | None:

@@ -52,6 +52,22 @@ def test_an_honest_build_works_in_the_jail_and_its_result_is_cached(cache: Path)
     assert again.ok and again.cached and again.so_path == first.so_path
 
 
+@pytest.mark.slow
+def test_a_cache_and_a_stage_reached_through_symlinks_work(cache: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The flags name the precompiled header and the stage by the paths the process sees.
+    linked_cache, linked_tmp = tmp_path / "cache_link", tmp_path / "tmp_link"
+    (tmp_path / "tmp_real").mkdir()
+    linked_cache.symlink_to(cache)
+    linked_tmp.symlink_to(tmp_path / "tmp_real")
+    monkeypatch.setenv("TMPDIR", str(linked_tmp))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    source = FILES["kernels/diag_matmul.cpp"] + "\n// a new unit: compiled, not served from the cache\n"
+    result = asyncio.run(build_extension({**FILES, "kernels/diag_matmul.cpp": source}, "cpu", cache_dir=linked_cache))
+    assert result.ok, result.log
+    assert result.units_compiled >= 1
+
+
 def test_the_jail_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_AGENT_COMPILER_JAIL", "0")
     assert jail_for("g++", ("/usr",)) is None
