@@ -224,7 +224,7 @@ class _Build:
     async def exec(self, argv: list[str], cwd: Path, readable_files: list[Path] | None = None) -> None:
         """Run a compiler or the linker in `cwd` (in the jail when there is one: it sees the toolchain,
         `cwd` and `readable_files`)."""
-        jail = self.jail()
+        jail = await asyncio.to_thread(self.jail)  # its first call probes (a compile): off the event loop
         if jail is not None:
             argv = jail.wrap(argv, cwd, readable_files or [])
         proc = await asyncio.create_subprocess_exec(
