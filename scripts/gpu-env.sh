@@ -10,3 +10,10 @@ for d in sandbox_pool tools reward_fns data_gen evaluation service; do ln -s "$R
 ln -s "$REPO/recipe/cuda_agent" "$NS/recipe"
 export PYTHONPATH="/tmp/cuda_agent_ns:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 cuda_agent() { python3 -P -m cuda_agent.cli.main "$@"; }
+# No bubblewrap on the GPU node: Debian's, carried in .whl/bwrap/ (binary + its three libraries, README "GPU
+# tests"), so candidate compiles run in the compiler jail there too (harness/compiler/jail.py).
+if ! command -v bwrap >/dev/null && [ -x .whl/bwrap/bwrap.real ]; then
+  mkdir -p /tmp/cuda_agent_bin
+  printf '#!/bin/sh\nexec /lib64/ld-linux-x86-64.so.2 --library-path "%s" "%s" "$@"\n' "$REPO/.whl/bwrap" "$REPO/.whl/bwrap/bwrap.real" >/tmp/cuda_agent_bin/bwrap
+  chmod +x /tmp/cuda_agent_bin/bwrap; export PATH="/tmp/cuda_agent_bin:$PATH"
+fi

@@ -34,7 +34,10 @@
 #   timeline  issue 12: the cold `cuda-agent eval` phase by phase on GPU 0 (eval_timeline.py), three runs on one
 #           cache: every cache empty; then a new candidate (its build cold, the task's baselines cached: the
 #           agent's usual cold eval); then the same candidate again (build cached); then bench_prepare.py
-#           (the parent's reference preparation alone); ~1.5 min   -> timeline/{cold,fresh_build,warm}.{txt,json}, prepare.json
+#           (the parent's reference preparation alone); then TIMELINE_AB (4) pairs of cached-build runs, the
+#           forkserver started early (as `cuda-agent eval`) / late (--late-zygote), and TIMELINE_CLI (5) real `cuda-agent
+#           eval --no-cache` runs (bench_cli_exit.py: answer and exit); ~3 min
+#                                  -> timeline.tgz (timeline/{cold,fresh_build,warm,ab_*}.{txt,json}, ab.txt, cli_exit.json), prepare.json
 #   kernelbench  the runner (issue 14) through the scripted endpoint on KernelBench level 1/2 problems with
 #           hand-written kernels (benchmarks/runner/kb_solutions), the whole loop real, + the HTML report; then
 #           eager/torch.compile baselines of as many level 1-3 problems as fit in KB_BUDGET (110) s, ranked
@@ -114,9 +117,27 @@ timeline_phase() {  # issue 12: cold eval phase by phase (every cache empty / ne
       $extra --json "$OUT/timeline/$run.json" >"$OUT/timeline/$run.txt" 2>&1
     echo "eval_timeline $run rc=$?" >>"$OUT/timeline/$run.txt"; cat "$OUT/timeline/$run.txt"
   done
-  rm -rf "$tcache"
+  # A/B on the same cache, build cached: the forkserver started before the CLI's imports (as `cuda-agent eval`
+  # does, cli/entry.py) or where the one-shot path reaches it (--late-zygote); alternated, TIMELINE_AB pairs.
+  for i in $(seq 1 "${TIMELINE_AB:-4}"); do
+    for variant in early late; do
+      local flag=""; [ "$variant" = late ] && flag="--late-zygote"
+      CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -P benchmarks/agent_path/eval_timeline.py --device cuda --cache "$tcache" \
+        $flag --json "$OUT/timeline/ab_${variant}_$i.json" >"$OUT/timeline/ab_${variant}_$i.txt" 2>&1
+      echo "ab $variant $i: $(grep -E 'cold eval timeline' "$OUT/timeline/ab_${variant}_$i.txt") | $(grep -E 'stage compile' "$OUT/timeline/ab_${variant}_$i.txt" | awk '{print "compile " $NF}')" | tee -a "$OUT/timeline/ab.txt"
+    done
+  done
+  # The real command, build cached (one workspace, --no-cache): when its answer arrives and when it has exited.
+  local ws; ws=$(mktemp -d)/ws
+  cuda_agent init examples/problems/diag_matmul_cuda.py "$ws" --device cuda >/dev/null && rm -f "$ws"/kernels/* && \
+    cp -r examples/solutions/diag_matmul/cuda_fast/. "$ws"/
+  CUDA_AGENT_CACHE="$tcache" CUDA_VISIBLE_DEVICES=0 timeout 150 python3 -P benchmarks/agent_path/bench_cli_exit.py \
+    --repeats "${TIMELINE_CLI:-5}" -- python3 -P -m cuda_agent.cli.main eval "$ws" --json --no-cache >"$OUT/timeline/cli_exit.json" 2>&1
+  grep -E '"median|"(answer|exit)_s"' "$OUT/timeline/cli_exit.json" | tr -d '\n'; echo
+  rm -rf "$tcache" "$(dirname "$ws")"
   CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -P benchmarks/harness/bench_prepare.py --device cuda --repeats 10 \
     >"$OUT/prepare.json" 2>&1; cat "$OUT/prepare.json"
+  tar czf "$OUT/timeline.tgz" -C "$OUT" timeline && rm -rf "$OUT/timeline"  # few files come back from a device call
   stamp "timeline done"
 }
 pool_sweep() {  # pool_sweep <devices> <name suffix>: the issue-12 sweep, one shared cache (baselines measured once)

@@ -22,15 +22,20 @@ Usage: python benchmarks/agent_path/eval_timeline.py --device cpu [--json OUT.js
 
 from __future__ import annotations
 
+import sys
 import time
 
 T0 = time.monotonic()
+
+if "--late-zygote" not in sys.argv:  # what `cuda-agent eval` does first (cli/entry.py)
+    from cuda_agent.sandbox_pool.harness.zygote_launch import launch_early
+
+    launch_early()
 
 import argparse  # noqa: E402 - after T0: the imports are part of what is measured
 import asyncio  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -48,6 +53,22 @@ def now() -> float:
     return time.monotonic() - T0
 
 
+def _record_zygotes() -> list:
+    """Every `runner.Zygote` that starts in this process, in order (for its `ready_at`)."""
+    from cuda_agent.sandbox_pool.harness import runner
+
+    seen: list = []
+    start = runner.Zygote.start
+
+    def recorded(self) -> None:  # noqa: ANN001
+        if self not in seen:
+            seen.append(self)
+        start(self)
+
+    runner.Zygote.start = recorded
+    return seen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -55,6 +76,9 @@ def main() -> None:
     parser.add_argument("--solution", help="a folder with model_new.py and kernels/ (default: cpu_fast / cuda_fast)")
     parser.add_argument("--cache", type=Path, help="cache folder to use (default: a fresh one: everything cold)")
     parser.add_argument("--json", type=Path, help="also write the timeline here")
+    parser.add_argument("--late-zygote", action="store_true",
+                        help="start the forkserver where the one-shot path reaches it (after the static check), "
+                             "not before the CLI's imports as `cuda-agent eval` does (cli/entry.py)")
     parser.add_argument("--fresh-build", action="store_true",
                         help="a new candidate (a comment in each kernel source): its build misses the cache while "
                              "the task's baselines in --cache hit (the agent's usual cold eval)")
@@ -63,6 +87,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("cuda_agent.sandbox_pool.harness.runner").setLevel(logging.INFO)  # the zygote's boot phases
+    zygotes = _record_zygotes()
     problem, solution = (ROOT / p for p in DEFAULTS[args.device])
     problem, solution = Path(args.problem or problem), Path(args.solution or solution)
     imported = now()
@@ -109,6 +134,10 @@ def main() -> None:
         if stage.started_s is not None and stage.duration_s is not None:
             rows.append((f"stage {name}" + (" (cached)" if stage.cached else ""), run0 + stage.started_s,
                          run0 + stage.started_s + stage.duration_s))
+    if zygotes and zygotes[0].ready_at is not None:  # the zygote's own clock (CLOCK_MONOTONIC: system-wide)
+        rows.insert(3, ("forkserver: started ... ready (" + ("after the static check" if args.late_zygote else
+                                                            "before the CLI's imports") + ")",
+                        t_static if args.late_zygote else 0.0, zygotes[0].ready_at - T0))
     rows.append(("end (result)", end, end))
     print(f"cold eval timeline, {args.device}: {result.status.value}, reward {result.reward}; wall {end:.2f} s")
     print(f"{'phase':55} {'began':>7} {'ended':>7} {'took':>7}")

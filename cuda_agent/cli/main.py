@@ -10,10 +10,16 @@ them). Every command runs under one contract (exit codes, one-line errors, ``--d
 from __future__ import annotations
 
 import importlib
+import sys
 
-import typer
+if __name__ == "__main__":  # `python -m cuda_agent.cli.main ...`: the console script's early start (entry.py)
+    from cuda_agent.cli.entry import start_early_work
 
-from cuda_agent.cli.contract import ContractGroup, configure_logging, set_debug
+    start_early_work(sys.argv[1:])
+
+import typer  # noqa: E402
+
+from cuda_agent.cli.contract import ContractGroup, configure_logging, set_debug  # noqa: E402
 
 app = typer.Typer(
     name="cuda-agent",
@@ -63,4 +69,6 @@ def _mount() -> None:
 _mount()
 
 if __name__ == "__main__":
-    app()
+    from cuda_agent.cli.entry import run
+
+    run(app, sys.argv[1:])

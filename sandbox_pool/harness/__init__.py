@@ -10,41 +10,22 @@ Public API::
 worker) so the pool can split CPU compile work from GPU evaluation work.
 """
 
-from cuda_agent.sandbox_pool.harness.models import (
-    Device,
-    EvalJob,
-    EvalOptions,
-    EvalResult,
-    EvalStatus,
-    PrecisionPolicy,
-    Receipt,
-    StageOutcome,
-    TimingStats,
-)
-
-__all__ = [
-    "Device",
-    "EvalJob",
-    "EvalOptions",
-    "EvalResult",
-    "EvalStatus",
-    "PrecisionPolicy",
-    "Receipt",
-    "StageOutcome",
-    "TimingStats",
-]
-
-_LAZY = {
+_MODELS = ("Device", "EvalJob", "EvalOptions", "EvalResult", "EvalStatus", "PrecisionPolicy", "Receipt",
+           "StageOutcome", "TimingStats")
+# Every name loads on first use (PEP 562): importing a light module of this package (zygote_launch,
+# imported by the CLI before anything else) must not cost pydantic's import.
+_LAZY = {name: "cuda_agent.sandbox_pool.harness.models" for name in _MODELS}
+_LAZY.update({
     "BuildResult": "cuda_agent.sandbox_pool.harness.compiler",
     "build_extension": "cuda_agent.sandbox_pool.harness.compiler",
     "Evaluator": "cuda_agent.sandbox_pool.harness.evaluator",
     "EvaluatorConfig": "cuda_agent.sandbox_pool.harness.evaluator",
     "evaluate_job": "cuda_agent.sandbox_pool.harness.evaluator",
-}
-__all__ += list(_LAZY)
+})
+__all__ = list(_LAZY)
 
 
-def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy import: the models load without torch
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy import
     if name in _LAZY:
         import importlib
 

@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -24,6 +23,7 @@ from typing import Any
 from cuda_agent.errors import InfraError, WorkerCrashedError
 from cuda_agent.sandbox_pool.harness import clock
 from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
+from cuda_agent.sandbox_pool.harness.zygote_launch import launch_zygote, take_early
 
 MAX_MESSAGE_BYTES = 64 << 20
 logger = logging.getLogger(__name__)
@@ -43,6 +43,9 @@ class Zygote:
         self._ctrl: socket.socket | None = None
         self._ready = False
         self.boot: dict[str, float] = {}
+        self.ready_at: float | None = None
+        """When the zygote was ready (its `time.monotonic()`, a system-wide clock), which may be well
+        before anyone asked: the one-shot CLI starts it first (zygote_launch.launch_early)."""
 
     def launch(self) -> None:
         """Start the zygote's process without waiting for it (it imports torch and probes CUDA for
@@ -51,21 +54,19 @@ class Zygote:
             self._launch()
 
     def _launch(self) -> bool:
-        """Popen the zygote unless one is running or launched; True if it was launched now or before
-        and has not reported ready yet."""
+        """Start the zygote unless one is running or launched (adopting the one the CLI started early,
+        `zygote_launch.launch_early`, when this zygote wants this process's environment); True if it
+        was launched now or before and has not reported ready yet."""
         if self._proc is not None and self._proc.poll() is None:
             return self._ctrl is not None and not self._ready
         if self._ctrl is not None:  # a zygote that died: its socket goes with it
             self._ctrl.close()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.sandbox_pool.harness.child.zygote", str(theirs.fileno()),
-             *(["--cuda"] if self.cuda else [])],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, cwd="/",
-            env={**os.environ, **self.env} if self.env else None,
-        )
-        theirs.close()
-        self._ctrl = ours
+        launched = (take_early() if not self.env else None) or launch_zygote(self.env)
+        self._proc, self._ctrl = launched.proc, launched.ctrl
+        try:
+            launched.ctrl.send(json.dumps({"cuda": self.cuda}).encode())  # its mode: read after its torch import
+        except OSError:
+            pass  # it died: start() reports it
         self._ready = False
         return True
 
@@ -84,6 +85,7 @@ class Zygote:
             if not ready.get("ready"):
                 raise InfraError("the evaluation zygote did not start (is torch importable?)")
             self._ready = True
+            self.ready_at = float(ready["at"]) if "at" in ready else None
             self.boot = {k: float(v) for k, v in (ready.get("boot") or {}).items()}
             logger.info("evaluation zygote ready: %s", ", ".join(f"{k} {v:.2f}" for k, v in self.boot.items()))
             self.level, self.probe = "", {}

@@ -1,10 +1,12 @@
 """The pre-warmed template process: imports torch once, then forks one child per request.
 
-Started by the trusted worker (`runner.Zygote`). Requests arrive on a SOCK_SEQPACKET
-control socket as (spec JSON, file descriptors for the child's pipe, its clock stamps and,
-for a candidate, its shared trial-output region); the zygote answers {"pid": N} and later
-{"exit": N, "status": S} when the child ends. Nothing is pickled in either direction. Its
-ready message carries its boot phases (seconds), which the worker logs.
+Started by the trusted worker (`zygote_launch.launch_zygote`, owned by `runner.Zygote`; the
+one-shot CLI starts it before its own imports). Its first message on the SOCK_SEQPACKET control
+socket is its mode ({"cuda": bool}), read after the torch import, so it can be started before
+the caller knows the device. Requests then arrive as (spec JSON, file descriptors for the
+child's pipe, its clock stamps and, for a candidate, its shared trial-output region); the zygote
+answers {"pid": N} and later {"exit": N, "status": S} when the child ends. Nothing is pickled in
+either direction. Its ready message carries its boot phases (seconds), which the worker logs.
 """
 
 from __future__ import annotations
@@ -18,15 +20,19 @@ import sys
 import time
 from multiprocessing.connection import Connection
 
+PR_SET_PDEATHSIG = 1
 _T0 = time.monotonic()
+if __name__ == "__main__":  # dies with its starter, which may end during the import below (a static reject)
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if len(sys.argv) > 2 and os.getppid() != int(sys.argv[2]):
+        sys.exit(0)  # the starter ended before the line above: nobody will use this process
+
 import torch  # noqa: F401,E402  - the point of the zygote: children start with torch imported
 
 _T_TORCH = time.monotonic()
 
 from cuda_agent.sandbox_pool.harness.child import main as child_main
 from cuda_agent.sandbox_pool.harness.child.hardening import LEVELS, probe_level, start_probe
-
-PR_SET_PDEATHSIG = 1
 
 
 def _reap(ctrl: socket.socket) -> None:
@@ -59,7 +65,8 @@ def serve(ctrl: socket.socket, cuda: bool) -> None:
     probe = start_probe(_cuda_works, LEVELS[0]) if cuda else None
     boot = {"torch_import_s": _T_TORCH - _T0, "harness_import_s": t_probe - _T_TORCH}
     level = None if cuda else LEVELS[0]
-    ctrl.send(json.dumps({"ready": True, "boot": boot, **({} if cuda else {"level": level, "probe": {}})}).encode())
+    ctrl.send(json.dumps({"ready": True, "boot": boot, "at": time.monotonic(),
+                          **({} if cuda else {"level": level, "probe": {}})}).encode())
     if not cuda:
         signal.signal(signal.SIGCHLD, lambda *_: _reap(ctrl))
     while True:
@@ -89,9 +96,14 @@ def serve(ctrl: socket.socket, cuda: bool) -> None:
 
 
 def main() -> None:
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     ctrl = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=int(sys.argv[1]))
-    serve(ctrl, cuda="--cuda" in sys.argv[2:])
+    try:
+        mode = json.loads(ctrl.recv(4096) or b"null")  # sent on launch, or when an early start is adopted
+    except OSError:
+        return
+    if not isinstance(mode, dict):  # the starter closed the socket without using this process
+        return
+    serve(ctrl, cuda=bool(mode.get("cuda")))
 
 
 if __name__ == "__main__":

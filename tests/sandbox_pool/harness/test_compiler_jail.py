@@ -68,6 +68,25 @@ def test_a_cache_and_a_stage_reached_through_symlinks_work(cache: Path, tmp_path
     assert result.units_compiled >= 1
 
 
+CUDA_SOLUTION = ROOT / "examples/solutions/diag_matmul/cuda_fast"
+CUDA_FILES = {str(p.relative_to(CUDA_SOLUTION)): p.read_text() for p in sorted(CUDA_SOLUTION.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.gpu
+def test_nvcc_runs_in_the_jail_and_reads_no_host_file(tmp_path: Path, cache: Path) -> None:
+    # nvcc drives cicc, ptxas, fatbinary and the host compiler: all of them must work in the jail
+    # (the module's skip says it runs here), and the assembled .incbin in a .cu unit must find nothing.
+    honest = asyncio.run(build_extension(CUDA_FILES, "cuda", cache_dir=cache))
+    assert honest.ok, honest.log
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET_TOKEN_XYZ\n")
+    unit = "kernels/diag_matmul.cu"
+    source = ASSEMBLED_READS["incbin from stringised pieces"].format(secret=secret, folder=tmp_path) + CUDA_FILES[unit]
+    result = asyncio.run(build_extension({**CUDA_FILES, unit: source}, "cuda", cache_dir=cache))
+    assert not result.ok
+    assert "SECRET_TOKEN_XYZ" not in result.log
+
+
 def test_the_jail_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_AGENT_COMPILER_JAIL", "0")
     assert jail_for("g++", ("/usr",)) is None
