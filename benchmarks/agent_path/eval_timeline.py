@@ -145,7 +145,7 @@ def main() -> None:
         print(f"{name:55} {began:7.2f} {ended:7.2f} {ended - began:7.2f}")
     verify = result.stages.get("verify")
     if verify is not None:
-        print("\n".join(line for line in verify.log.splitlines() if line.startswith(("phases", "device:"))))
+        print("\n".join(line for line in verify.log.splitlines() if line.startswith(("phases", "device:", "child:"))))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"device": args.device, "status": result.status.value, "wall_s": end,

@@ -13,9 +13,7 @@ import json
 import logging
 import os
 import platform
-import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from collections.abc import Coroutine
@@ -29,6 +27,7 @@ from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
+from cuda_agent.sandbox_pool.harness.early_child import EarlyChild, candidate_spec, private_copy
 from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Lease, Preempted
 from cuda_agent.sandbox_pool.harness.models import (
     EvalJob,
@@ -40,12 +39,12 @@ from cuda_agent.sandbox_pool.harness.models import (
 )
 from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion, region_bytes
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
-from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
-from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead, draw_seed, fast_tmp, prepare_reference
+from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead, draw_seed, prepare_reference
 from cuda_agent.sandbox_pool.harness.runner import ChildProcess, Zygote
 from cuda_agent.sandbox_pool.harness.session import CandidateSession
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 from cuda_agent.sandbox_pool.harness.verdict import fail, finish
+from cuda_agent.sandbox_pool.harness.workdir import new_work_folder
 
 logger = logging.getLogger(__name__)
 
@@ -137,10 +136,11 @@ class Evaluator:
         result.wall_s = time.monotonic() - started
         return result
 
-    def prepare_ahead(self, job: EvalJob) -> "ReferenceAhead":
+    def prepare_ahead(self, job: EvalJob, work: str | None = None, child: EarlyChild | None = None) -> "ReferenceAhead":
         """Start preparing `job`'s reference now, before `evaluate` (the one-shot path: while the forkserver
-        boots and the candidate compiles, so verification finds it done). Pass it to `evaluate`."""
-        return ReferenceAhead(self.gate, self.device, job)
+        boots and the candidate compiles, so verification finds it done). Pass it to `evaluate`.
+        `work`, `child`: the work folder and the candidate child the one-shot path started in it (early_child.py)."""
+        return ReferenceAhead(self.gate, self.device, job, work=work, child=child)
 
     async def _attempts(self, job: EvalJob, build: "BuildResult | PendingBuild | None",
                         ahead: "ReferenceAhead | None" = None) -> EvalResult:
@@ -281,6 +281,8 @@ class _Run:
                 pass  # reported where the sequential order reports it (after the compile)
             else:
                 early = self.start_baselines(problem)
+                if early is not None and self.ahead is not None:
+                    self.ahead.drop_child()  # the baselines hold the device alone: no other child runs meanwhile
         try:
             await self._stages(build, problem, early)
         except BaseException:  # infrastructure failure, preemption, cancellation: the measurement is abandoned
@@ -352,7 +354,7 @@ class _Run:
         return build
 
     async def verify_and_time(self, problem: Problem, build: BuildResult) -> bool:
-        work = self.ahead.work if self.ahead is not None else tempfile.mkdtemp(prefix="cuda_agent_eval_", dir=fast_tmp())
+        work = self.ahead.work if self.ahead is not None else new_work_folder()
         try:
             return await self._verify_and_time(problem, build, work)
         finally:
@@ -360,25 +362,24 @@ class _Run:
 
     async def _verify_and_time(self, problem: Problem, build: BuildResult, work: str) -> bool:
         t0 = time.monotonic()
-        so_path = os.path.join(work, "cuda_extension.so")  # a private copy: the cache stays out of reach
-        shutil.copyfile(build.so_path or "", so_path)
-        spec = ChildSpec(
-            role="candidate", device=self.job.device, device_index=self.ev.config.device_index, work_dir=work,
-            so_path=so_path, model_new_src=self.job.files["model_new.py"], problem_src=problem.source,
-            warmup=self.opts.warmup_calls,
-            init_seed=secrets.randbits(62), isolate=self.ev.config.isolate,  # unrelated to any input seed
-            memory_limit_mb=self.ev.config.cpu_memory_limit_mb if self.job.device == "cpu" else None,
-            gated=True,
-        )
         # The child starts (fork, hardening, CUDA context) while the reference is prepared; it waits
-        # for its draws (`go`) and then for the gate between steps (gate.py).
+        # for its draws (`go`) and then for the gate between steps (gate.py). The one-shot path may
+        # have started it already, in the same work folder (early_child.py).
         await self.lease.start_child()
-        region = OutputRegion()  # the child's trial outputs: created before the fork, sealed after prepare
-        try:
-            child = ChildProcess(self.ev.zygote, spec, region.fd)
-        except BaseException:
-            region.close()
-            raise
+        early = self.ahead.take_child() if self.ahead is not None else None
+        if early is not None:
+            child, fd = early.take()
+            region = OutputRegion(fd)  # the child's trial outputs: made before its fork, sealed after prepare
+        else:
+            spec = candidate_spec(self.job, work=work, so_path=private_copy(build.so_path or "", work),
+                                  device_index=self.ev.config.device_index, isolate=self.ev.config.isolate,
+                                  cpu_memory_limit_mb=self.ev.config.cpu_memory_limit_mb)
+            region = OutputRegion()
+            try:
+                child = ChildProcess(self.ev.zygote, spec, region.fd)
+            except BaseException:
+                region.close()
+                raise
         try:
             try:
                 await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
@@ -407,6 +408,7 @@ class _Run:
         verify.log = (verify.log + f"\nphases (s since start): {marks}"
                       f"\ndevice: reference {prepare_s:.2f}s{self._ahead_note(t0)}; waited for the gate {self.lease.waited_s:.2f}s; "
                       f"alone {session.exclusive_s:.2f}s; {shared}"
+                      f"\nchild: {'started ahead, before this evaluator took the job' if early else 'started at verification'}"
                       f"\ntrial outputs: {session.region_reads} through the shared region{' (pinned)' if pinned else ''}, "
                       f"{session.file_reads} through files").strip()
         return ok

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import shutil
 import time
 from pathlib import Path
 from collections.abc import Callable
@@ -32,11 +34,15 @@ from cuda_agent.sandbox_pool.harness.models import EvalJob, EvalResult, EvalStat
 from cuda_agent.sandbox_pool.harness.result_cache import ResultCache, candidate_sha256, result_key
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 from cuda_agent.sandbox_pool.harness.verdict import fail
+from cuda_agent.sandbox_pool.harness.workdir import new_work_folder
 
 if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.harness.compiler import BuildResult
+    from cuda_agent.sandbox_pool.harness.early_child import EarlyChild
     from cuda_agent.sandbox_pool.harness.evaluator import EvaluatorConfig
     from cuda_agent.sandbox_pool.harness.runner import Zygote
+
+logger = logging.getLogger(__name__)
 
 
 def static_verdict(job: EvalJob) -> EvalResult | None:
@@ -106,17 +112,24 @@ async def evaluate_oneshot(job: EvalJob, *, config: "EvaluatorConfig | None" = N
     build_started = time.monotonic()
     build = asyncio.ensure_future(build_extension(
         job.files, job.device, cache_dir=_build_cache_dir(config, cache_root), timeout_s=job.options.compile_timeout_s))
+    # Once the build is done and the forkserver ready, the candidate's child starts in the evaluation's
+    # work folder, still before the torch import below ends (early_child.py).
+    work = new_work_folder()
+    early = asyncio.ensure_future(_start_child_early(job, config, zygote, build, work))
     try:
         # In a worker thread, so the event loop goes on driving the compiler's subprocesses.
         await asyncio.to_thread(_import_torch_side, before_evaluation)
-        result = await _evaluate(job, config, cache_root, zygote, build, build_started)
+        child = await _early_child(early, build)
+        result = await _evaluate(job, config, cache_root, zygote, build, build_started, work, child)
     except BaseException:
         try:
+            await _early_child(early, build, cancel=True)
             await asyncio.wait({build})  # no compiler left running; it still lands in the build cache
             if not build.cancelled():
                 build.exception()  # retrieved: reported by the evaluator, or not needed
         finally:
             zygote.close()
+            shutil.rmtree(work, ignore_errors=True)
         raise
     # Keyed again: this evaluation may have measured (created) the task's baselines.
     cache.put(result_key(job, cache_root, _settings(config, True, 16384)), result)
@@ -130,6 +143,39 @@ def _build_cache_dir(config: "EvaluatorConfig | None", cache_root: Path) -> Path
     return Path(config.cache_dir or default_cache_dir())
 
 
+async def _start_child_early(job: EvalJob, config: "EvaluatorConfig | None", zygote: "Zygote",
+                             build_task: "asyncio.Future[BuildResult]", work: str) -> "EarlyChild | None":
+    from cuda_agent.sandbox_pool.harness.early_child import EarlyChild
+
+    build = await asyncio.shield(build_task)  # cancelled while waiting here: the build goes on
+    if not build.ok or not build.so_path:
+        return None
+    settings = _settings(config, True, 16384)
+    try:  # in a thread: it waits for the forkserver's readiness and its answer
+        return await asyncio.to_thread(
+            EarlyChild.start, zygote, job, build.so_path, work, device_index=int(settings["device_index"]),
+            isolate=bool(settings["isolate"]), cpu_memory_limit_mb=int(settings["cpu_memory_limit_mb"]))
+    except Exception as exc:  # the evaluator starts its child as usual and reports what is wrong
+        logger.debug("the candidate's child did not start early: %s", exc)
+        return None
+
+
+async def _early_child(early: "asyncio.Future[EarlyChild | None]", build: "asyncio.Future[BuildResult]", *,
+                       cancel: bool = False) -> "EarlyChild | None":
+    """The child `_start_child_early` started, once the torch import has ended. Only a build that is done
+    by then has one (a long compile: the evaluator takes the job first, e.g. to measure the baselines
+    meanwhile, and starts the child itself); a start under way is awaited, never abandoned mid-fork.
+    `cancel`: the evaluation failed, the child is killed."""
+    if not build.done() or cancel:
+        early.cancel()  # harmless once its thread runs: the result is collected below
+    await asyncio.wait({early})
+    child = None if early.cancelled() or early.exception() is not None else early.result()
+    if child is not None and (cancel or not build.done()):
+        child.discard()
+        return None
+    return child
+
+
 def _import_torch_side(before_evaluation: Callable[[], object] | None) -> None:
     """What needs torch before the evaluation: the caller's reference load, then the evaluator's import."""
     if before_evaluation is not None:
@@ -138,7 +184,8 @@ def _import_torch_side(before_evaluation: Callable[[], object] | None) -> None:
 
 
 async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: Path, zygote: "Zygote",
-                    build_task: "asyncio.Future[BuildResult]", build_started: float) -> EvalResult:
+                    build_task: "asyncio.Future[BuildResult]", build_started: float, work: str,
+                    child: "EarlyChild | None") -> EvalResult:
     from cuda_agent.sandbox_pool.harness.evaluator import Evaluator, EvaluatorConfig, PendingBuild
 
     cfg = config or EvaluatorConfig(device=job.device, cache_dir=cache_root)
@@ -151,7 +198,8 @@ async def _evaluate(job: EvalJob, config: "EvaluatorConfig | None", cache_root: 
     build.started = build_started  # the compile stage's started_s: when it really began
     # The reference is prepared now too (~1 s in a fresh process on the H200), while the forkserver
     # boots, so verification finds it done (`Evaluator.prepare_ahead`).
-    ahead = evaluator.prepare_ahead(job)
+    # The candidate's child, if started early, waits for its draws in the same folder (early_child.py).
+    ahead = evaluator.prepare_ahead(job, work=work, child=child)
     try:
         await evaluator.start()
         return await evaluator.evaluate(job, build=build, ahead=ahead)

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from cuda_agent.sandbox_pool.harness.protocol import region_memfd
+
 logger = logging.getLogger(__name__)
 
 ALIGN = 64
@@ -86,13 +88,10 @@ class SharedOutputs:
 class OutputRegion:
     """The parent's side: creates the memfd (before the child forks), sizes and seals it, maps it."""
 
-    def __init__(self) -> None:
-        self.fd: int | None = None
+    def __init__(self, fd: int | None = None) -> None:
+        """`fd`: a `protocol.region_memfd()` made earlier (a child already started with it), else a new one."""
+        self.fd: int | None = fd if fd is not None else region_memfd()
         self.shared: SharedOutputs | None = None
-        try:
-            self.fd = os.memfd_create("cuda_agent_outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        except (AttributeError, OSError) as exc:  # not Linux: outputs go through files
-            logger.debug("no memfd for trial outputs: %s", exc)
 
     def seal(self, nbytes: int, pin: bool) -> int:
         """Give the region its final size and seal it; returns the size (0: no region, use files)."""

@@ -9,14 +9,13 @@ reaches verification (the one-shot path: while the forkserver boots and the cand
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -24,6 +23,10 @@ from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Lease
 from cuda_agent.sandbox_pool.harness.models import EvalJob
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
 from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_stream, prepare
+from cuda_agent.sandbox_pool.harness.workdir import new_work_folder
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.harness.early_child import EarlyChild
 
 
 def draw_seed(fixed: int | None) -> int:
@@ -74,9 +77,11 @@ class ReferenceAhead:
     under a lease of its own (a baseline measurement waits for it, `gate_pause` lets one go first)
     and chooses the seed the evaluation's first attempt uses; a later attempt prepares afresh."""
 
-    def __init__(self, gate: DeviceGate, device: str, job: EvalJob) -> None:
+    def __init__(self, gate: DeviceGate, device: str, job: EvalJob, *, work: str | None = None,
+                 child: "EarlyChild | None" = None) -> None:
         self.seed = draw_seed(job.options.seed)
-        self.work = tempfile.mkdtemp(prefix="cuda_agent_eval_", dir=fast_tmp())
+        self.work = work or new_work_folder()
+        self._child = child  # a candidate child already started in `work` (early_child.py), or None
         self._taken = False
         self._stop = threading.Event()
         self.span: tuple[float, float] | None = None  # (began, ended) of the preparation, monotonic
@@ -99,8 +104,20 @@ class ReferenceAhead:
         self._taken = True
         return await self.task
 
+    def take_child(self) -> "EarlyChild | None":
+        """The candidate child started ahead, if any (once): the verification adopts it."""
+        child, self._child = self._child, None
+        return child
+
+    def drop_child(self) -> None:
+        """Kill the child started ahead, if any (the evaluation needs the device without it)."""
+        child = self.take_child()
+        if child is not None:
+            child.discard()
+
     async def discard(self) -> None:
         """End an untaken preparation and remove its folder (an evaluation that stopped before verifying)."""
+        self.drop_child()
         if self._taken:
             return
         self._taken = True
@@ -109,11 +126,3 @@ class ReferenceAhead:
         if not self.task.cancelled():
             self.task.exception()  # retrieved: nobody needs it
         shutil.rmtree(self.work, ignore_errors=True)
-
-
-def fast_tmp() -> str | None:
-    """/dev/shm when it is writable and allows executables (the child maps the .so from there)."""
-    shm = "/dev/shm"
-    if not (os.path.isdir(shm) and os.access(shm, os.W_OK)):
-        return None
-    return None if os.statvfs(shm).f_flag & os.ST_NOEXEC else shm

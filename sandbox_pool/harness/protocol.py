@@ -11,6 +11,7 @@ described by a JSON layout; messages on the pipe are plain JSON, never pickles.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,15 @@ INIT_FILE = "init.pt"
 
 def output_file(k: int) -> str:
     return f"out_{k}.bin"
+
+
+def region_memfd() -> int | None:
+    """A new memfd for a child's trial outputs (output_buffer.OutputRegion sizes, seals and maps it), made
+    without torch (the one-shot path starts a child before its torch import ends); None where there is none."""
+    try:
+        return os.memfd_create("cuda_agent_outputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except (AttributeError, OSError):  # not Linux: outputs go through files
+        return None
 
 
 class Draw(BaseModel):
@@ -83,6 +93,10 @@ class ChildSpec(BaseModel):
     """Baseline children: build the model themselves under `init_seed`, its tensors made on the device
     (no init file: a model of billions of parameters takes seconds instead of a minute of CPU init,
     saving and loading); falls back to a CPU build under the same seed if that raises."""
+    warm_draws: bool = False
+    """Candidates of the one-shot path (early_child.py): while waiting for `go`, draw each input distribution
+    once on throwaway seeds (their kernels' first use, ~0.25 s on an H200, is then paid before the draws
+    are known). Only where nothing else uses the device: a pool's children share it under the gate."""
     compile_cache_dir: str | None = None
     """Reference children only: a trusted inductor/triton cache shared by baseline children (they run only
     the problem's own code), so a parallel warm-up can compile for the timed pass. Candidates ignore it:

@@ -11,6 +11,7 @@ import functools
 import importlib.util
 import json
 import os
+import secrets
 import sys
 import time
 import traceback
@@ -24,7 +25,7 @@ from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import encode_prints, fingerprint, flatten_outputs
-from cuda_agent.sandbox_pool.harness.inputs import digest, draw
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw
 from cuda_agent.sandbox_pool.harness.output_buffer import SharedOutputs, attach
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
 from cuda_agent.sandbox_pool.harness.stats import relative_half_width
@@ -79,11 +80,30 @@ class Child:
         return draw(self.problem.get_inputs, planned.seed, planned.distribution, self.device,
                     perturb_seed=planned.perturb_seed, perturb_fraction=planned.perturb_fraction)
 
+    def load_problem(self) -> types.ModuleType:
+        """The problem's module (its own trusted code), executed once in this child."""
+        if self.problem is None:
+            problem = types.ModuleType("cuda_agent_problem")
+            exec(compile(self.spec.problem_src, "model.py", "exec"), problem.__dict__)
+            self.problem = problem
+        return self.problem
+
+    def warm_draws(self) -> None:
+        """Use every distribution's kernels once, on throwaway seeds, before the draws are known
+        (`ChildSpec.warm_draws`: their first use is most of the first draws' time on a GPU). Not a
+        verdict: a failure here shows again, and is reported, when the real draws run."""
+        try:
+            problem = self.load_problem()
+            for i, distribution in enumerate(DISTRIBUTIONS):
+                twin = {"perturb_seed": secrets.randbits(31), "perturb_fraction": 0.05} if i == 0 else {}
+                digest(draw(problem.get_inputs, secrets.randbits(31), distribution, self.device, **twin))
+        except Exception:
+            pass
+
     def draw_trials(self) -> list[list[Any]]:
         """Trial inputs, drawn before any candidate code exists here; their digests go to the parent."""
         try:
-            self.problem = types.ModuleType("cuda_agent_problem")
-            exec(compile(self.spec.problem_src, "model.py", "exec"), self.problem.__dict__)
+            self.load_problem()
             trials = [self.draw(d) for d in self.spec.trial_draws]
         except Exception as exc:
             self.fail("draw", exc)
@@ -378,6 +398,8 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any 
         except Exception as exc:  # before any candidate code: the harness's own failure
             child.fail("setup", exc)
         child.send(event="ready", isolation=isolation, pid=os.getpid())
+        if spec.warm_draws:
+            child.warm_draws()  # meanwhile the parent prepares the reference; its `go` waits in the pipe
         child.wait_for_go()
         try:  # the clock's calibration and null calls: a gated child has the device alone here
             timer = Timer(child.device if spec.device == "cuda" else "cpu")

@@ -171,3 +171,54 @@ async def test_a_failing_reference_load_settles_the_compile(tmp_path: Path, monk
     assert zygotes and zygotes[0]._proc is None  # the forkserver was closed
     gc.collect()  # a task whose exception nobody retrieved is reported when collected
     assert not loop_errors, loop_errors
+
+
+def _slow_import(seconds: float):  # noqa: ANN202
+    """The CLI's reference load (its torch import, 3-4.5 s on an H200 host), slowed here (torch is loaded)."""
+    return lambda: time.sleep(seconds)
+
+
+def _child_line(result: EvalResult) -> str:
+    return next(line for line in result.stages["verify"].log.splitlines() if line.startswith("child:"))
+
+
+async def test_a_done_build_gets_its_child_started_while_torch_imports(tmp_path: Path) -> None:
+    # First eval: the compile outlasts the (instant) import: the evaluator starts the child itself.
+    cold = await evaluate_oneshot(_job(), cache_dir=tmp_path, use_cache=False)
+    assert cold.status is EvalStatus.OK and cold.correct, cold.error
+    assert "started at verification" in _child_line(cold)
+    # Build cached, import slow: the child was started beforehand and adopted, with the same verdict.
+    warm = await evaluate_oneshot(_job(), cache_dir=tmp_path, use_cache=False, before_evaluation=_slow_import(1.5))
+    assert warm.status is EvalStatus.OK and warm.correct, warm.error
+    assert "started ahead" in _child_line(warm)
+    assert warm.receipt.isolation == cold.receipt.isolation  # hardened the same way
+
+
+async def test_a_child_that_warms_its_draws_first_draws_the_same_inputs(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # The warm-up (cuda's default) forced on cpu: the parent checks the trial draws' digests, so a
+    # warm-up that changed any draw would be reported as irreproducible draws, not pass.
+    from cuda_agent.sandbox_pool.harness import early_child
+
+    monkeypatch.setattr(early_child, "warms_draws", lambda device: True)
+    await evaluate_oneshot(_job(), cache_dir=tmp_path, use_cache=False)  # the build, cached
+    result = await evaluate_oneshot(_job(seed=None), cache_dir=tmp_path, use_cache=False,
+                                    before_evaluation=_slow_import(1.5))
+    assert "started ahead" in _child_line(result)
+    assert result.status is EvalStatus.OK and result.correct, result.error
+
+
+async def test_a_child_started_ahead_is_dropped_when_the_baselines_must_be_measured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The baselines hold the device alone: on cuda a missing one is measured while the evaluation goes
+    # on (forced here on cpu), so a child started ahead must not run then; verification starts its own.
+    from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
+
+    await evaluate_oneshot(_job(), cache_dir=tmp_path, use_cache=False)  # the build, cached
+    monkeypatch.setattr(evaluator_mod, "overlap_baselines", lambda device, *, profile, compiling, cpus=None: profile)
+    job = EvalJob(problem_src=PROBLEM, files=FILES, device="cpu",
+                  options=EvalOptions(seed=7, timed_calls=10, refresh_baselines=True))
+    result = await evaluate_oneshot(job, cache_dir=tmp_path, use_cache=False, before_evaluation=_slow_import(1.5))
+    assert result.status is EvalStatus.OK and result.correct and result.eager_us, result.error
+    assert not result.stages["baselines"].cached
+    assert "started at verification" in _child_line(result)
