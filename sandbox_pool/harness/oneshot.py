@@ -166,9 +166,9 @@ async def _early_child(early: "asyncio.Future[EarlyChild | None]", build: "async
     by then has one (a long compile: the evaluator takes the job first, e.g. to measure the baselines
     meanwhile, and starts the child itself); a start under way is awaited, never abandoned mid-fork.
     `cancel`: the evaluation failed, the child is killed."""
-    if not build.done() or cancel:
-        early.cancel()  # harmless once its thread runs: the result is collected below
-    await asyncio.wait({early})
+    if not build.done():
+        early.cancel()  # still waiting for the build: no fork under way
+    await asyncio.wait({early})  # a fork under way ends first: its child is killed below, not lost
     child = None if early.cancelled() or early.exception() is not None else early.result()
     if child is not None and (cancel or not build.done()):
         child.discard()
