@@ -3,6 +3,15 @@
 The child pauses after each step; `CandidateSession` judges each message (trial outputs against the
 reference, influence twins, the timed calls' fingerprints, the timing report) and lets the child
 go on, sharing the device or with it alone (its timed calls), through the evaluation's lease.
+
+Messages come from the candidate's process, so its code can forge them: only the protocol's order
+is accepted (`Protocol`), each trial judged in turn, nothing after the trials before all passed.
+
+Staged (the one-shot path, `ReferenceAhead.partial`): the child is told its draws (the reference's
+plan) once the first trial's reference output sized its output region, and each trial is judged
+when its reference output is in, so the child's steps overlap the rest of the preparation. If the
+prepared reference departs from its plan (a draw replaced, a twin dropped), `PlanChanged` is
+raised before any verdict: the evaluator judges a new child on the whole reference.
 """
 
 from __future__ import annotations
@@ -32,20 +41,65 @@ from cuda_agent.sandbox_pool.harness.verdict import fail
 
 if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.harness.evaluator import _Run
+    from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead
 
 POLL_S = 0.05
 """How often a waiting session looks whether it was preempted."""
 
 
+class PlanChanged(Exception):
+    """A staged session's reference departed from the draws its child was given (no verdict was made)."""
+
+
+class Protocol:
+    """The order of a candidate child's messages (child/main.py); anything else is forged or broken.
+
+    ready, calibrated, drawn, loaded, trial 0..n-1 in turn; then, when timed: ahead*, warm,
+    (timed, print)* and timing. `error` may come at any point."""
+
+    NEXT = {"start": {"ready"}, "ready": {"calibrated"}, "calibrated": {"drawn"}, "drawn": {"loaded"},
+            "loaded": {"trial"}, "trial": {"trial"}, "trials passed": {"ahead", "warm"},
+            "ahead": {"ahead", "warm"}, "warm": {"timed", "print", "timing"},
+            "timed": {"timed", "print", "timing"}, "print": {"timed", "print", "timing"}}
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+        self.state = "start"
+        self.next_trial = 0
+
+    def accept(self, event: str | None, k: Any = None) -> str | None:
+        """None if `event` may come now (and the state moves on), else what was wrong."""
+        if event == "error":
+            return None
+        if event not in self.NEXT.get(self.state, set()):
+            return f"the evaluation protocol was not followed ('{event}' after '{self.state}')"
+        if event == "trial":
+            if k != self.next_trial:
+                return f"the evaluation protocol was not followed (trial {k!r} when trial {self.next_trial} was due)"
+            self.next_trial += 1
+        self.state = event
+        return None
+
+    def trial_passed(self) -> None:
+        if self.next_trial == self.trials:
+            self.state = "trials passed"
+
+
 class CandidateSession:
     """Drives one candidate child through verification and timing, judging each message."""
 
-    def __init__(self, run: "_Run", prepared: PreparedReference, work: str, region: OutputRegion | None = None) -> None:
+    def __init__(self, run: "_Run", prepared: PreparedReference, work: str, region: OutputRegion | None = None,
+                 staged: "ReferenceAhead | None" = None) -> None:
         self.run_ = run
         self.region = region
         self.region_reads = self.file_reads = 0
         self.result = run.result
         self.prepared = prepared
+        self.staged = staged  # the reference still being prepared: the child gets its plan (module docstring)
+        self.draws, self.influence = staged.plan if staged is not None else (prepared.trial_draws, prepared.influence)
+        self.digests: list[Any] | None = None  # staged: the child's draw digests, checked trial by trial
+        self.whole_at: float | None = None  # staged: when the whole reference was in
+        self.protocol = Protocol(len(self.draws))
         self.work = work
         self.marks: list[tuple[str, float]] = []
         self._events: list[tuple[str, float]] = []
@@ -78,6 +132,11 @@ class CandidateSession:
                     if time.monotonic() < start + self.run_.opts.run_timeout_s + lease.waited_s:
                         continue
                     raise
+                wrong = self.protocol.accept(message.get("event"), message.get("k"))
+                if wrong is not None:
+                    verify.ok = False
+                    fail(self.result, EvalStatus.VIOLATION, wrong, [wrong])
+                    return False
                 if message.get("event") == "timed":  # reveal the checked positions of that call
                     child.reply(print_seed=self.print_seed(message.get("k")))
                     continue
@@ -122,14 +181,17 @@ class CandidateSession:
             self.result.receipt.isolation = str(message.get("isolation", ""))
             await self._exclusive()  # the child calibrates its clock with the device to itself
             assert self.child is not None
-            self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
+            self.child.go(trial_draws=[d.model_dump() for d in self.draws],
                           timing_draws=[d.model_dump() for d in self.prepared.timing_draws],
                           poison_bytes=self.prepared.output_nbytes,
                           output_region_bytes=self.region.nbytes if self.region is not None else 0)
         elif event == "calibrated":
             await self._go_on()
         elif event == "drawn":
-            self.check_draws(message.get("digests"))
+            if self.staged is None:
+                self.check_draws(message.get("digests"))
+            else:  # their references are not all in yet
+                self.digests = self.check_draw_count(message.get("digests"))
             await self._go_on()
         elif event == "loaded":
             verify.log = f"weights loaded by name: {message.get('weights')}"
@@ -153,8 +215,6 @@ class CandidateSession:
             verdict = self.on_timing(message)
             await self.lease.release()
             return verdict
-        elif event == "done":
-            return True
         return None
 
     def check_draws(self, digests: Any) -> None:
@@ -162,8 +222,27 @@ class CandidateSession:
         expected = self.prepared.trial_digests
         if not isinstance(digests, list) or len(digests) != len(expected) or not all(
                 same_digest(got, want) for got, want in zip(digests, expected)):
-            raise ProblemError("get_inputs() gives different values in two processes under the same seeds; "
-                               "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
+            raise ProblemError(IRREPRODUCIBLE)
+
+    def check_draw_count(self, digests: Any) -> list[Any]:
+        if not isinstance(digests, list) or len(digests) != len(self.draws):
+            raise ProblemError(IRREPRODUCIBLE)
+        return digests
+
+    async def reference_through(self, k: int) -> None:
+        """Staged: wait until trial `k`'s reference output is in and holds to the plan; on the last
+        trial, until the whole reference is (its timed calls' prints included)."""
+        assert self.staged is not None
+        last = k == len(self.draws) - 1
+        prepared = await (self.staged.take() if last else self.staged.partial(k + 1))
+        have = prepared.trial_draws[:k + 1]
+        if (have != self.draws[:k + 1] or (last and prepared.trial_draws != self.draws)
+                or any(prepared.influence.get(i) != self.influence.get(i) for i in range(k + 1))):
+            raise PlanChanged(f"trial {k}: the prepared reference departs from its plan")
+        if self.digests is None or not same_digest(self.digests[k], prepared.trial_digests[k]):
+            raise ProblemError(IRREPRODUCIBLE)
+        if last:
+            self.whole_at = time.monotonic()
 
     def on_error(self, message: dict[str, Any], verify: StageOutcome) -> None:
         verify.ok = False
@@ -181,7 +260,9 @@ class CandidateSession:
             fail(self.result, EvalStatus.CRASH, f"the candidate raised during {message.get('stage')}: {detail}")
 
     async def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
-        k = int(message["k"])
+        k = int(message["k"])  # the one due (`Protocol`)
+        if self.staged is not None:
+            await self.reference_through(k)
         problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
         if message.get("input_mutated") and not self.prepared.reference_mutates_inputs:
             problems.append("forward modified its inputs in place")
@@ -198,14 +279,15 @@ class CandidateSession:
             return False
         if mismatch:
             verify.ok = False
-            dist = self.prepared.trial_draws[k].distribution
+            dist = self.draws[k].distribution
             verify.log = f"trial {k} ({dist} inputs): {mismatch}"
             fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
             return False
         if not await self.check_influence(k, verify):
             return False
-        trials = len(self.prepared.trial_draws)
+        trials = len(self.draws)
         if k == trials - 1:
+            self.protocol.trial_passed()
             verify.ok = True
             self.result.correct = True
             ratios = ", ".join(f"{r:.2g}" for r in self.influence_ratios)
@@ -221,17 +303,17 @@ class CandidateSession:
             self.region_reads += 1
         else:
             self.file_reads += 1
-        if k in self.prepared.influence.values():  # a draw an influence twin perturbs
+        if k in self.influence.values():  # a draw an influence twin perturbs
             self.kept[k] = outputs
-        self.twin_outputs = outputs if k in self.prepared.influence else None
+        self.twin_outputs = outputs if k in self.influence else None
         return compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
 
     async def check_influence(self, k: int, verify: StageOutcome) -> bool:
         """On an influence twin: did the candidate's output move as the reference's did?"""
-        base = self.prepared.influence.get(k)
+        base = self.influence.get(k)
         if base is None or base not in self.kept or self.twin_outputs is None:
             return True
-        twin = self.prepared.trial_draws[k]
+        twin = self.draws[k]
         mismatch, ratios = await asyncio.to_thread(
             own_stream, self.run_.ev.device, influence_mismatch, self.kept[base], self.twin_outputs,
             self.prepared.trial_outputs[base],
@@ -296,6 +378,10 @@ class CandidateSession:
                        + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
         return True
+
+
+IRREPRODUCIBLE = ("get_inputs() gives different values in two processes under the same seeds; "
+                  "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
 
 
 def split_log(split: Any) -> str:

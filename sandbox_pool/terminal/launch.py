@@ -70,8 +70,12 @@ _HOLDER_COMMAND = ["sh", "-c", "echo ready; exec sleep infinity"]
 
 
 def bwrap_holder_argv(plan: MountPlan) -> list[str]:
-    """bubblewrap building the view around a sleeping holder (dies with its parent)."""
-    argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+    """bubblewrap building the view around a sleeping holder (dies with its parent).
+
+    bwrap is named by the host path `probe_launcher` found: the holder starts with the
+    sandbox's clean environment, whose PATH need not hold the host's bwrap (a wrapper
+    such as scripts/gpu-env.sh's)."""
+    argv = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
             "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     if plan.run_as is None:
         argv += ["--unshare-user", "--disable-userns"]

@@ -143,3 +143,31 @@ def test_link_farm_targets_are_mounted(tmp_path, monkeypatch):
     paths = hostenv.python_paths()
     assert str(site.resolve()) in paths
     assert str((tmp_path / "absent").resolve()) not in paths
+
+
+async def test_bwrap_found_on_the_host_path_only(tmp_path, monkeypatch):
+    """bwrap reachable only through the caller's PATH (a wrapper, as scripts/gpu-env.sh makes on the GPU
+    node): the sandbox's holder, started with the sandbox's clean environment, must still find it."""
+    import shutil
+
+    from cuda_agent.sandbox_pool.terminal.launch import probe_launcher
+
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("bubblewrap is not installed")
+    wrapper_dir, marker = tmp_path / "bin", tmp_path / "wrapper-used"
+    wrapper_dir.mkdir()
+    (wrapper_dir / "bwrap").write_text(f'#!/bin/sh\necho "$1" >> "{marker}"\nexec "{real}" "$@"\n')
+    (wrapper_dir / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper_dir}:{os.environ['PATH']}")  # the host's PATH, not the sandbox's
+    probe_launcher.cache_clear()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    try:
+        async with create_sandbox(LocalSandboxConfig(launcher="bwrap"), ws) as sandbox:
+            result = await sandbox.run("echo inside")
+    finally:
+        probe_launcher.cache_clear()
+    assert result.exit_code == 0 and result.stdout.strip() == "inside"
+    assert "--die-with-parent" in marker.read_text().split()  # the holder's start, not only the probe's
+
