@@ -397,6 +397,7 @@ class _Run:
                 ok = await session.run(verify, child)
             except PlanChanged:  # no verdict yet: a new child, told the draws the whole reference holds
                 assert self.ahead is not None
+                self.result.correct, verify.ok = None, None
                 prepared = await self.ahead.take()
                 region.close()
                 child, region = self._new_child(build, work)

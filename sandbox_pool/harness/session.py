@@ -9,7 +9,8 @@ is accepted (`Protocol`), each trial judged in turn, nothing after the trials be
 
 Staged (the one-shot path, `ReferenceAhead.partial`): the child is told its draws (the reference's
 plan) once the first trial's reference output sized its output region, and each trial is judged
-when its reference output is in, so the child's steps overlap the rest of the preparation. If the
+when its reference output is in, and the whole reference (the timed calls' prints) is awaited before the
+timed window: the child's steps overlap the rest of the preparation. If the
 prepared reference departs from its plan (a draw replaced, a twin dropped), `PlanChanged` is
 raised before any verdict: the evaluator judges a new child on the whole reference.
 """
@@ -137,6 +138,8 @@ class CandidateSession:
                     verify.ok = False
                     fail(self.result, EvalStatus.VIOLATION, wrong, [wrong])
                     return False
+                if self.staged is not None and self.whole_at is None and message.get("event") in TIMED_PHASE:
+                    await self.whole_reference()
                 if message.get("event") == "timed":  # reveal the checked positions of that call
                     child.reply(print_seed=self.print_seed(message.get("k")))
                     continue
@@ -230,19 +233,23 @@ class CandidateSession:
         return digests
 
     async def reference_through(self, k: int) -> None:
-        """Staged: wait until trial `k`'s reference output is in and holds to the plan; on the last
-        trial, until the whole reference is (its timed calls' prints included)."""
+        """Staged: wait until trial `k`'s reference output is in and holds to the plan (`PlanChanged`)."""
         assert self.staged is not None
-        last = k == len(self.draws) - 1
-        prepared = await (self.staged.take() if last else self.staged.partial(k + 1))
-        have = prepared.trial_draws[:k + 1]
-        if (have != self.draws[:k + 1] or (last and prepared.trial_draws != self.draws)
-                or any(prepared.influence.get(i) != self.influence.get(i) for i in range(k + 1))):
+        prepared = await self.staged.partial(k + 1)
+        if prepared.trial_draws[:k + 1] != self.draws[:k + 1] or any(
+                prepared.influence.get(i) != self.influence.get(i) for i in range(k + 1)):
             raise PlanChanged(f"trial {k}: the prepared reference departs from its plan")
         if self.digests is None or not same_digest(self.digests[k], prepared.trial_digests[k]):
             raise ProblemError(IRREPRODUCIBLE)
-        if last:
-            self.whole_at = time.monotonic()
+
+    async def whole_reference(self) -> None:
+        """Staged: the whole reference (the timed calls' prints), before the timed window is granted; the
+        child's draws of its timed inputs (`ahead`) overlap the end of the preparation."""
+        assert self.staged is not None
+        prepared = await self.staged.take()
+        if prepared.trial_draws != self.draws:  # every trial was judged on its plan: cannot differ now
+            raise PlanChanged("the prepared reference departs from its plan")
+        self.whole_at = time.monotonic()
 
     def on_error(self, message: dict[str, Any], verify: StageOutcome) -> None:
         verify.ok = False
@@ -379,6 +386,9 @@ class CandidateSession:
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
         return True
 
+
+TIMED_PHASE = ("warm", "timed", "print", "timing")
+"""Messages that need the whole reference (`CandidateSession.whole_reference`)."""
 
 IRREPRODUCIBLE = ("get_inputs() gives different values in two processes under the same seeds; "
                   "the task needs reproducible inputs (seeded torch / random / numpy draws only)")

@@ -76,8 +76,26 @@ async def _evaluate_ahead(tmp_path: Path, problem: str, files: dict[str, str]):
 async def test_an_honest_candidate_passes_a_staged_verification(tmp_path: Path) -> None:
     result = await _evaluate_ahead(tmp_path, SLOW_REFERENCE, FILES)
     assert result.status is EvalStatus.OK and result.correct, result.error
+    assert "(staged)" in result.stages["verify"].log, result.stages["verify"].log
+
+
+async def test_a_timed_staged_verification_waits_for_the_whole_reference_before_its_timed_window(tmp_path: Path) -> None:
+    evaluator = Evaluator(EvaluatorConfig(device="cpu", cache_dir=tmp_path))
+    try:
+        await evaluator.start()
+        options = EvalOptions(timed_calls=4, checked_timed_calls=2, warmup_calls=1)
+        first = await evaluator.evaluate(EvalJob(problem_src=SCALE_BIAS, files=FILES, device="cpu", options=options))
+        assert first.status is EvalStatus.OK, first.error  # build and baselines cached
+        job = EvalJob(problem_src=SLOW_REFERENCE, files=FILES, device="cpu", options=options, task_id="slow")
+        result = await evaluator.evaluate(job, ahead=evaluator.prepare_ahead(job))
+    finally:
+        await evaluator.close()
+    assert result.correct and result.runtime_us, result.error
     log = result.stages["verify"].log
     assert "(staged)" in log and "the whole reference" in log, log
+    whole = float(log.split("the whole reference ")[1].split("s")[0])
+    warm = float(log.split("| warm ")[1].split("s")[0])
+    assert whole <= warm + 0.01, "the timed window was granted before the whole reference was in"
 
 
 async def test_a_wrong_candidate_fails_a_staged_verification(tmp_path: Path) -> None:
