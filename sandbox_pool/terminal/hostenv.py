@@ -77,13 +77,15 @@ def host_toolchain_mounts() -> dict[str, str]:
 
 
 def sandbox_env(mount_point: str, extra: dict[str, str]) -> dict[str, str]:
-    """Environment of a sandboxed command: a clean one, the venv first on PATH."""
+    """Environment of a sandboxed command: a clean one, the venv first on PATH, this process's PYTHONPATH."""
     path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     env = {"HOME": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb", "PWD": mount_point, "SHELL": "/bin/bash"}
     if sys.prefix != sys.base_prefix:
         env["VIRTUAL_ENV"] = sys.prefix
         path = f"{sys.prefix}/bin:{path}"
     env["PATH"] = path
+    if os.environ.get("PYTHONPATH"):  # folders `python_paths` mounts: how this interpreter imports cuda_agent
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # (scripts/gpu-env.sh's link farm and wheels)
     env.update(extra)
     return env
 

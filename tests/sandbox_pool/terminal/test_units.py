@@ -171,3 +171,17 @@ async def test_bwrap_found_on_the_host_path_only(tmp_path, monkeypatch):
     assert result.exit_code == 0 and result.stdout.strip() == "inside"
     assert "--die-with-parent" in marker.read_text().split()  # the holder's start, not only the probe's
 
+
+
+async def test_the_callers_pythonpath_imports_inside_the_sandbox(tmp_path, monkeypatch):
+    """A package importable here only through PYTHONPATH (scripts/gpu-env.sh on the GPU node) is importable
+    by the sandbox's python too: its folder is mounted and the variable kept in the clean environment."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "only_on_pythonpath.py").write_text("VALUE = 42\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    async with create_sandbox(LocalSandboxConfig(), ws) as sandbox:
+        result = await sandbox.run("python -c 'import only_on_pythonpath as m; print(m.VALUE)'")
+    assert result.exit_code == 0 and result.stdout.strip() == "42", result.stderr
