@@ -34,9 +34,8 @@
 #   timeline  issue 12: the cold `cuda-agent eval` phase by phase on GPU 0 (eval_timeline.py), three runs on one
 #           cache: every cache empty; then a new candidate (its build cold, the task's baselines cached: the
 #           agent's usual cold eval); then the same candidate again (build cached); then bench_prepare.py
-#           (the parent's reference preparation alone); then TIMELINE_AB (4) pairs of cached-build runs, verification
-#           staged (as `cuda-agent eval`) / not (--unstaged; TIMELINE_AB_FLAG picks another flag, e.g. --late-zygote:
-#           the files keep the names ab_early_* / ab_late_*), and TIMELINE_CLI (5) real `cuda-agent
+#           (the parent's reference preparation alone); then TIMELINE_AB (4) pairs of cached-build runs, the
+#           forkserver started early (as `cuda-agent eval`) / late (--late-zygote), and TIMELINE_CLI (5) real `cuda-agent
 #           eval --no-cache` runs (bench_cli_exit.py: answer and exit); ~3 min
 #                                  -> timeline.tgz (timeline/{cold,fresh_build,warm,ab_*}.{txt,json}, ab.txt, cli_exit.json), prepare.json
 #   kernelbench  the runner (issue 14) through the scripted endpoint on KernelBench level 1/2 problems with
@@ -118,12 +117,11 @@ timeline_phase() {  # issue 12: cold eval phase by phase (every cache empty / ne
       $extra --json "$OUT/timeline/$run.json" >"$OUT/timeline/$run.txt" 2>&1
     echo "eval_timeline $run rc=$?" >>"$OUT/timeline/$run.txt"; cat "$OUT/timeline/$run.txt"
   done
-  # A/B on the same cache, build cached: verification starting on the first trial's reference (as `cuda-agent
-  # eval` does, harness/session.py) or on the whole reference (--unstaged); alternated, TIMELINE_AB pairs.
-  # (The earlier A/B, forkserver first or --late-zygote: TIMELINE_AB_FLAG=--late-zygote.)
+  # A/B on the same cache, build cached: the forkserver started before the CLI's imports (as `cuda-agent eval`
+  # does, cli/entry.py) or where the one-shot path reaches it (--late-zygote); alternated, TIMELINE_AB pairs.
   for i in $(seq 1 "${TIMELINE_AB:-4}"); do
     for variant in early late; do
-      local flag=""; [ "$variant" = late ] && flag="${TIMELINE_AB_FLAG:---unstaged}"
+      local flag=""; [ "$variant" = late ] && flag="--late-zygote"
       CUDA_VISIBLE_DEVICES=0 timeout 120 python3 -P benchmarks/agent_path/eval_timeline.py --device cuda --cache "$tcache" \
         $flag --json "$OUT/timeline/ab_${variant}_$i.json" >"$OUT/timeline/ab_${variant}_$i.txt" 2>&1
       echo "ab $variant $i: $(grep -E 'cold eval timeline' "$OUT/timeline/ab_${variant}_$i.txt") | $(grep -E 'stage compile' "$OUT/timeline/ab_${variant}_$i.txt" | awk '{print "compile " $NF}')" | tee -a "$OUT/timeline/ab.txt"

@@ -79,8 +79,6 @@ def main() -> None:
     parser.add_argument("--late-zygote", action="store_true",
                         help="start the forkserver where the one-shot path reaches it (after the static check), "
                              "not before the CLI's imports as `cuda-agent eval` does (cli/entry.py)")
-    parser.add_argument("--unstaged", action="store_true",
-                        help="verification waits for the whole reference (before: it starts on the first trial's)")
     parser.add_argument("--fresh-build", action="store_true",
                         help="a new candidate (a comment in each kernel source): its build misses the cache while "
                              "the task's baselines in --cache hit (the agent's usual cold eval)")
@@ -117,10 +115,6 @@ def main() -> None:
             marks["torch import"] = now()  # the compile began just before (harness/oneshot.py)
             load_problem(job.problem_src)
             marks["reference loaded"] = now()
-            if args.unstaged:  # torch is imported now: this costs nothing on the timeline
-                from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead
-
-                ReferenceAhead.staged = False
 
         result = asyncio.run(evaluate_oneshot(job, use_cache=False, cache_dir=cache,
                                               before_evaluation=before_evaluation))

@@ -41,7 +41,7 @@ from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion, region_b
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
 from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead, draw_seed, prepare_reference
 from cuda_agent.sandbox_pool.harness.runner import ChildProcess, Zygote
-from cuda_agent.sandbox_pool.harness.session import CandidateSession, PlanChanged
+from cuda_agent.sandbox_pool.harness.session import CandidateSession
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 from cuda_agent.sandbox_pool.harness.verdict import fail, finish
 from cuda_agent.sandbox_pool.harness.workdir import new_work_folder
@@ -371,44 +371,33 @@ class _Run:
             child, fd = early.take()
             region = OutputRegion(fd)  # the child's trial outputs: made before its fork, sealed after prepare
         else:
-            child, region = self._new_child(build, work)
-        staged: ReferenceAhead | None = None
+            spec = candidate_spec(self.job, work=work, so_path=private_copy(build.so_path or "", work),
+                                  device_index=self.ev.config.device_index, isolate=self.ev.config.isolate,
+                                  cpu_memory_limit_mb=self.ev.config.cpu_memory_limit_mb)
+            region = OutputRegion()
+            try:
+                child = ChildProcess(self.ev.zygote, spec, region.fd)
+            except BaseException:
+                region.close()
+                raise
         try:
             try:
                 await self.lease.shared()  # the reference runs on the device, beside other evaluations' steps
                 t_gate = time.monotonic()
-                if self.ahead is None:
-                    prepared = await prepare_reference(self.ev.device, self.lease, problem, self.job, work, self.seed)
-                elif self.ahead.task.done() or not self.ahead.staged:
+                if self.ahead is not None:
                     prepared = await self.ahead.take()
-                else:  # staged: the child starts on the first trial's reference (session.py)
-                    prepared = await self.ahead.partial()
-                    staged = None if self.ahead.task.done() else self.ahead
+                else:
+                    prepared = await prepare_reference(self.ev.device, self.lease, problem, self.job, work, self.seed)
                 prepare_s = time.monotonic() - t_gate
                 await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
             except BaseException:
                 child.kill()
                 raise
             verify = self.stage("verify", ok=None)
-            session = CandidateSession(self, prepared, work, region, staged=staged)
-            session.marks.append(("reference prepared" if staged is None else "reference's first trial",
-                                  time.monotonic() - t0))
-            try:
-                ok = await session.run(verify, child)
-            except PlanChanged:  # no verdict yet: a new child, told the draws the whole reference holds
-                assert self.ahead is not None
-                self.result.correct, verify.ok = None, None
-                prepared = await self.ahead.take()
-                region.close()
-                child, region = self._new_child(build, work)
-                await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
-                replanned = CandidateSession(self, prepared, work, region)
-                replanned.marks = session.marks_since(t0) + [("new child (reference off its plan)", time.monotonic() - t0)]
-                session, staged = replanned, None
-                ok = await session.run(verify, child)
+            session = CandidateSession(self, prepared, work, region)
+            session.marks.append(("reference prepared", time.monotonic() - t0))
+            ok = await session.run(verify, child)
         finally:
-            if staged is not None:
-                await staged.settle()  # a verdict before the whole reference: its preparation stops
             await self.lease.release()
             await self.lease.child_ended()  # the child is dead (session.run kills it)
             pinned = region.shared is not None and region.shared.pinned
@@ -416,27 +405,13 @@ class _Run:
         verify.duration_s = time.monotonic() - t0
         marks = " | ".join(f"{name} {at:.2f}s" for name, at in session.marks_since(t0))
         shared = "shared with other evaluations" if self.lease.overlapped else "no other evaluation"
-        stage_note = "" if session.whole_at is None else f", the whole reference {session.whole_at - t0:.2f}s"
         verify.log = (verify.log + f"\nphases (s since start): {marks}"
-                      f"\ndevice: reference {prepare_s:.2f}s{stage_note}{self._ahead_note(t0)}; "
-                      f"waited for the gate {self.lease.waited_s:.2f}s; "
+                      f"\ndevice: reference {prepare_s:.2f}s{self._ahead_note(t0)}; waited for the gate {self.lease.waited_s:.2f}s; "
                       f"alone {session.exclusive_s:.2f}s; {shared}"
                       f"\nchild: {'started ahead, before this evaluator took the job' if early else 'started at verification'}"
-                      + ("; told its draws on the first trial's reference (staged)" if session.staged else "")
-                      + f"\ntrial outputs: {session.region_reads} through the shared region{' (pinned)' if pinned else ''}, "
+                      f"\ntrial outputs: {session.region_reads} through the shared region{' (pinned)' if pinned else ''}, "
                       f"{session.file_reads} through files").strip()
         return ok
-
-    def _new_child(self, build: BuildResult, work: str) -> tuple[ChildProcess, OutputRegion]:
-        spec = candidate_spec(self.job, work=work, so_path=private_copy(build.so_path or "", work),
-                              device_index=self.ev.config.device_index, isolate=self.ev.config.isolate,
-                              cpu_memory_limit_mb=self.ev.config.cpu_memory_limit_mb)
-        region = OutputRegion()
-        try:
-            return ChildProcess(self.ev.zygote, spec, region.fd), region
-        except BaseException:
-            region.close()
-            raise
 
     def _ahead_note(self, t0: float) -> str:
         ahead = self.ahead

@@ -22,8 +22,7 @@ import torch
 from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Lease
 from cuda_agent.sandbox_pool.harness.models import EvalJob
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
-from cuda_agent.sandbox_pool.harness.protocol import Draw
-from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_stream, plan_trials, prepare
+from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_stream, prepare
 from cuda_agent.sandbox_pool.harness.workdir import new_work_folder
 
 if TYPE_CHECKING:
@@ -56,8 +55,7 @@ def gate_pause(lease: Lease, loop: asyncio.AbstractEventLoop, device: str,
 
 
 async def prepare_reference(device: str, lease: Lease, problem: Problem, job: EvalJob, work: str,
-                            seed: int, stop: threading.Event | None = None,
-                            progress: Callable[[PreparedReference], None] | None = None) -> PreparedReference:
+                            seed: int, stop: threading.Event | None = None) -> PreparedReference:
     """`reference.prepare` for `job` in a worker thread, on a stream of its own (`own_stream`), pausing
     for other evaluations' timed windows (`gate_pause`); `lease` is held shared."""
     opts = job.options
@@ -67,12 +65,7 @@ async def prepare_reference(device: str, lease: Lease, problem: Problem, job: Ev
         timed_calls=opts.timed_calls if opts.profile else 0, atol=atol, rtol=rtol,
         print_seed=secrets.randbits(62),  # the key of every call's print seed and of the checked calls: never sent
         influence_checks=opts.influence_checks, checked_calls=opts.checked_timed_calls,
-        pause=gate_pause(lease, asyncio.get_running_loop(), device, stop), progress=progress)
-
-
-def planned_trials(job: EvalJob, seed: int) -> tuple[list[Draw], dict[int, int]]:
-    """`reference.plan_trials` for `job` under `seed`."""
-    return plan_trials(seed, job.options.correctness_trials, job.options.influence_checks)
+        pause=gate_pause(lease, asyncio.get_running_loop(), device, stop))
 
 
 class ReferenceAhead:
@@ -84,10 +77,6 @@ class ReferenceAhead:
     under a lease of its own (a baseline measurement waits for it, `gate_pause` lets one go first)
     and chooses the seed the evaluation's first attempt uses; a later attempt prepares afresh."""
 
-    staged = True
-    """Verification may start on the first trial's reference (session.py); False: it waits for the whole
-    reference (benchmarks/agent_path/eval_timeline.py --unstaged, the A/B)."""
-
     def __init__(self, gate: DeviceGate, device: str, job: EvalJob, *, work: str | None = None,
                  child: "EarlyChild | None" = None) -> None:
         self.seed = draw_seed(job.options.seed)
@@ -96,56 +85,24 @@ class ReferenceAhead:
         self._taken = False
         self._stop = threading.Event()
         self.span: tuple[float, float] | None = None  # (began, ended) of the preparation, monotonic
-        self.plan = planned_trials(job, self.seed)  # what a staged verification tells the child (`partial`)
-        self._partial: PreparedReference | None = None  # the reference being filled, once a trial is in
-        self._ready = 0  # trial outputs in `_partial`
-        self._moved = asyncio.Event()
         self.task: asyncio.Task[PreparedReference] = asyncio.ensure_future(self._prepare(gate, device, job))
 
     async def _prepare(self, gate: DeviceGate, device: str, job: EvalJob) -> PreparedReference:
         problem = load_problem(job.problem_src)
         lease = gate.lease()
-        loop = asyncio.get_running_loop()
-
-        cuda = torch.device(device).type == "cuda"
-
-        def progress(prepared: PreparedReference) -> None:  # the worker thread: counted here, told to the loop
-            ready = len(prepared.trial_outputs)
-            if cuda:  # its outputs are read on other streams as soon as the loop hears of them
-                torch.cuda.current_stream(device).synchronize()
-            loop.call_soon_threadsafe(self._advance, prepared, ready)
-
         try:
             await lease.shared()
             began = time.monotonic()
-            prepared = await prepare_reference(device, lease, problem, job, self.work, self.seed, self._stop,
-                                               progress=progress)
+            prepared = await prepare_reference(device, lease, problem, job, self.work, self.seed, self._stop)
             self.span = (began, time.monotonic())
             return prepared
         finally:
-            self._moved.set()
             await lease.close()
-
-    def _advance(self, prepared: PreparedReference, ready: int) -> None:
-        self._partial, self._ready = prepared, max(self._ready, ready)
-        self._moved.set()
 
     async def take(self) -> PreparedReference:
         """The prepared reference (its failure is the evaluation's); the run owns `work` from now on."""
         self._taken = True
         return await self.task
-
-    async def partial(self, trials: int = 1) -> PreparedReference:
-        """The reference once its first `trials` trial outputs are in, while the rest is prepared: the
-        object fills in place, and is the one `take` returns. Raises the preparation's failure; once it ended, the whole
-        reference. Owns `work` from now on, like `take`."""
-        self._taken = True
-        while not self.task.done() and self._ready < trials:
-            self._moved.clear()
-            await self._moved.wait()
-        if self.task.done() or self._partial is None:
-            return await self.task
-        return self._partial
 
     def take_child(self) -> "EarlyChild | None":
         """The candidate child started ahead, if any (once): the verification adopts it."""
@@ -164,14 +121,8 @@ class ReferenceAhead:
         if self._taken:
             return
         self._taken = True
-        await self.settle()
-        shutil.rmtree(self.work, ignore_errors=True)
-
-    async def settle(self) -> None:
-        """Stop a preparation still running (a staged verification ended before it; `discard`) and wait
-        for it: its lease is given back and it writes nothing more into `work`."""
-        if not self.task.done():
-            self._stop.set()  # it stops at its next step; its lease holds the device till then
+        self._stop.set()  # a running preparation stops at its next step; its lease holds the device till then
         await asyncio.wait({self.task})
         if not self.task.cancelled():
-            self.task.exception()  # retrieved: a verdict made without it needs nothing from it
+            self.task.exception()  # retrieved: nobody needs it
+        shutil.rmtree(self.work, ignore_errors=True)

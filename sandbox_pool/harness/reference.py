@@ -159,7 +159,6 @@ def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
     atol: float, rtol: float, print_seed: int, perturb: bool = True, influence_checks: int = 0,
     checked_calls: int | None = None, pause: Callable[[], None] | None = None,
-    progress: Callable[[PreparedReference], None] | None = None,
 ) -> PreparedReference:
     """Write the init file for a child and compute what the parent judges with.
 
@@ -176,36 +175,29 @@ def prepare(
     checked calls are derived from it one way (`keyed`), so the seeds the child is told, one after each
     call, reveal neither the key, nor the next call's positions, nor which calls are checked. Of the
     `timed_calls`, `checked_calls` (None: all) chosen that way get the reference's fingerprint bounds;
-    the others are neither drawn nor run here.
-
-    `progress` (called in this thread) is given the reference each time a trial's output was added
-    to it: from the first one on, the init file is written and the timed calls' draws, the output
-    size and `reference_mutates_inputs` are final (a staged verification starts on it, session.py).
-    The trials follow `plan_trials` unless a draw had to be replaced or a twin dropped."""
+    the others are neither drawn nor run here."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
     prepared = PreparedReference(perturbed=perturbed)
-    prepared.timing_draws = timing_draws(seed, timed_calls)
-    prepared.print_seeds = [keyed(print_seed, f"print {k}") for k in range(timed_calls)]
-    prepared.checked_calls = checked_timed_calls(print_seed, timed_calls, checked_calls)
     pause = pause or _no_pause
-    progress = progress or _no_progress
-    planned, twins = plan_trials(seed, trials, influence_checks)
-    for k, first in enumerate(planned[:trials]):
+    plan = correctness_plan(trials)
+    for k, distribution in enumerate(plan):
         pause()
-        chosen, inputs, outputs = _finite_draw(problem, model, device, first.distribution, first.seed)
+        chosen, inputs, outputs = _finite_draw(problem, model, device, distribution, seed + 100 + 1000 * k)
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
-            prepared.output_nbytes = nbytes(outputs)
         prepared.trial_draws.append(chosen)
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
-        progress(prepared)
-    for index, base in sorted(twins.items()):
+    for j, base in enumerate(influence_bases(plan, influence_checks)):
         pause()
-        if _add_twin(prepared, problem, model, device, base, planned[index]):
-            progress(prepared)
+        _add_twin(prepared, problem, model, device, base,
+                  seed + INFLUENCE_SEED_OFFSET + 1000 * j, INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)])
+    prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
+    prepared.timing_draws = timing_draws(seed, timed_calls)
+    prepared.print_seeds = [keyed(print_seed, f"print {k}") for k in range(timed_calls)]
+    prepared.checked_calls = checked_timed_calls(print_seed, timed_calls, checked_calls)
     checked = set(prepared.checked_calls)
     for k, planned in enumerate(prepared.timing_draws):
         if k not in checked:
@@ -242,50 +234,29 @@ def _no_pause() -> None:
     return None
 
 
-def _no_progress(prepared: PreparedReference) -> None:
-    return None
-
-
-def plan_trials(seed: int, trials: int, influence_checks: int) -> tuple[list[Draw], dict[int, int]]:
-    """The trial draws `prepare` makes when every first draw is finite and no twin is dropped (the usual
-    case), and its influence map (twin's index -> the trial it perturbs): known before any reference run."""
-    plan = correctness_plan(trials)
-    draws = [Draw(seed=seed + 100 + 1000 * k, distribution=distribution) for k, distribution in enumerate(plan)]
-    twins: dict[int, int] = {}
-    for j, base in enumerate(influence_bases(plan, influence_checks)):
-        twins[len(draws)] = base
-        draws.append(Draw(seed=draws[base].seed, distribution=draws[base].distribution,
-                          perturb_seed=seed + INFLUENCE_SEED_OFFSET + 1000 * j,
-                          perturb_fraction=INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)]))
-    return draws, twins
-
-
 def influence_bases(plan: list[str], count: int) -> list[int]:
     """The trials that influence twins perturb: i.i.d.-looking draws (native first), in turn."""
     iid = [k for k, distribution in enumerate(plan) if distribution in IID_DISTRIBUTIONS] or [0]
     return [iid[j % len(iid)] for j in range(count)]
 
 
-def _add_twin(prepared: PreparedReference, problem: Problem, model: Any, device: str, base: int,
-              planned: Draw) -> bool:
-    """Add the influence twin of trial `base` (its draw as prepared, perturbed as `planned` says);
-    False: dropped."""
-    drawn = prepared.trial_draws[base]
-    twin = Draw(seed=drawn.seed, distribution=drawn.distribution, perturb_seed=planned.perturb_seed,
-                perturb_fraction=planned.perturb_fraction)
+def _add_twin(prepared: PreparedReference, problem: Problem, model: Any, device: str, base: int, perturb_seed: int,
+              fraction: float) -> None:
+    planned = prepared.trial_draws[base]
+    twin = Draw(seed=planned.seed, distribution=planned.distribution, perturb_seed=perturb_seed,
+                perturb_fraction=fraction)
     try:
         inputs = draw(problem.get_inputs, twin.seed, twin.distribution, device,
                       perturb_seed=twin.perturb_seed, perturb_fraction=twin.perturb_fraction)
         outputs = _run(model, inputs)
     except Exception:  # the exchanged values broke a structure the reference needs: no twin
-        return False
+        return
     if not _all_finite(outputs):
-        return False
+        return
     prepared.influence[len(prepared.trial_draws)] = base
     prepared.trial_draws.append(twin)
     prepared.trial_digests.append(digest(inputs))
     prepared.trial_outputs.append(outputs)
-    return True
 
 
 def _finite_draw(problem: Problem, model: Any, device: str, distribution: str,

@@ -5,14 +5,7 @@ reference, influence twins, the timed calls' fingerprints, the timing report) an
 go on, sharing the device or with it alone (its timed calls), through the evaluation's lease.
 
 Messages come from the candidate's process, so its code can forge them: only the protocol's order
-is accepted (`Protocol`), each trial judged in turn, nothing after the trials before all passed.
-
-Staged (the one-shot path, `ReferenceAhead.partial`): the child is told its draws (the reference's
-plan) once the first trial's reference output sized its output region, and each trial is judged
-when its reference output is in, and the whole reference (the timed calls' prints) is awaited before the
-timed window: the child's steps overlap the rest of the preparation. If the
-prepared reference departs from its plan (a draw replaced, a twin dropped), `PlanChanged` is
-raised before any verdict: the evaluator judges a new child on the whole reference.
+is accepted (`Protocol`), each trial judged in turn, nothing of the timed phase before all passed.
 """
 
 from __future__ import annotations
@@ -42,14 +35,9 @@ from cuda_agent.sandbox_pool.harness.verdict import fail
 
 if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.harness.evaluator import _Run
-    from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead
 
 POLL_S = 0.05
 """How often a waiting session looks whether it was preempted."""
-
-
-class PlanChanged(Exception):
-    """A staged session's reference departed from the draws its child was given (no verdict was made)."""
 
 
 class Protocol:
@@ -68,8 +56,8 @@ class Protocol:
         self.state = "start"
         self.next_trial = 0
 
-    def accept(self, event: str | None, k: Any = None) -> str | None:
-        """None if `event` may come now (and the state moves on), else what was wrong."""
+    def accept(self, event: Any, k: Any = None) -> str | None:
+        """None if `event` may come now (the state moves on), else what was wrong."""
         if event == "error":
             return None
         if event not in self.NEXT.get(self.state, set()):
@@ -82,6 +70,7 @@ class Protocol:
         return None
 
     def trial_passed(self) -> None:
+        """The last trial passed: the timed phase may begin."""
         if self.next_trial == self.trials:
             self.state = "trials passed"
 
@@ -89,18 +78,12 @@ class Protocol:
 class CandidateSession:
     """Drives one candidate child through verification and timing, judging each message."""
 
-    def __init__(self, run: "_Run", prepared: PreparedReference, work: str, region: OutputRegion | None = None,
-                 staged: "ReferenceAhead | None" = None) -> None:
+    def __init__(self, run: "_Run", prepared: PreparedReference, work: str, region: OutputRegion | None = None) -> None:
         self.run_ = run
         self.region = region
         self.region_reads = self.file_reads = 0
         self.result = run.result
         self.prepared = prepared
-        self.staged = staged  # the reference still being prepared: the child gets its plan (module docstring)
-        self.draws, self.influence = staged.plan if staged is not None else (prepared.trial_draws, prepared.influence)
-        self.digests: list[Any] | None = None  # staged: the child's draw digests, checked trial by trial
-        self.whole_at: float | None = None  # staged: when the whole reference was in
-        self.protocol = Protocol(len(self.draws))
         self.work = work
         self.marks: list[tuple[str, float]] = []
         self._events: list[tuple[str, float]] = []
@@ -111,6 +94,7 @@ class CandidateSession:
         self.twin_outputs: list[Any] | None = None  # the candidate's outputs on the current twin
         self.influence_ratios: list[float] = []
         self.lease = run.lease
+        self.protocol = Protocol(len(prepared.trial_draws))
         self.exclusive_s = 0.0
         self._exclusive_since: float | None = None
 
@@ -138,8 +122,6 @@ class CandidateSession:
                     verify.ok = False
                     fail(self.result, EvalStatus.VIOLATION, wrong, [wrong])
                     return False
-                if self.staged is not None and self.whole_at is None and message.get("event") in TIMED_PHASE:
-                    await self.whole_reference()
                 if message.get("event") == "timed":  # reveal the checked positions of that call
                     child.reply(print_seed=self.print_seed(message.get("k")))
                     continue
@@ -184,17 +166,14 @@ class CandidateSession:
             self.result.receipt.isolation = str(message.get("isolation", ""))
             await self._exclusive()  # the child calibrates its clock with the device to itself
             assert self.child is not None
-            self.child.go(trial_draws=[d.model_dump() for d in self.draws],
+            self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
                           timing_draws=[d.model_dump() for d in self.prepared.timing_draws],
                           poison_bytes=self.prepared.output_nbytes,
                           output_region_bytes=self.region.nbytes if self.region is not None else 0)
         elif event == "calibrated":
             await self._go_on()
         elif event == "drawn":
-            if self.staged is None:
-                self.check_draws(message.get("digests"))
-            else:  # their references are not all in yet
-                self.digests = self.check_draw_count(message.get("digests"))
+            self.check_draws(message.get("digests"))
             await self._go_on()
         elif event == "loaded":
             verify.log = f"weights loaded by name: {message.get('weights')}"
@@ -225,31 +204,8 @@ class CandidateSession:
         expected = self.prepared.trial_digests
         if not isinstance(digests, list) or len(digests) != len(expected) or not all(
                 same_digest(got, want) for got, want in zip(digests, expected)):
-            raise ProblemError(IRREPRODUCIBLE)
-
-    def check_draw_count(self, digests: Any) -> list[Any]:
-        if not isinstance(digests, list) or len(digests) != len(self.draws):
-            raise ProblemError(IRREPRODUCIBLE)
-        return digests
-
-    async def reference_through(self, k: int) -> None:
-        """Staged: wait until trial `k`'s reference output is in and holds to the plan (`PlanChanged`)."""
-        assert self.staged is not None
-        prepared = await self.staged.partial(k + 1)
-        if prepared.trial_draws[:k + 1] != self.draws[:k + 1] or any(
-                prepared.influence.get(i) != self.influence.get(i) for i in range(k + 1)):
-            raise PlanChanged(f"trial {k}: the prepared reference departs from its plan")
-        if self.digests is None or not same_digest(self.digests[k], prepared.trial_digests[k]):
-            raise ProblemError(IRREPRODUCIBLE)
-
-    async def whole_reference(self) -> None:
-        """Staged: the whole reference (the timed calls' prints), before the timed window is granted; the
-        child's draws of its timed inputs (`ahead`) overlap the end of the preparation."""
-        assert self.staged is not None
-        prepared = await self.staged.take()
-        if prepared.trial_draws != self.draws:  # every trial was judged on its plan: cannot differ now
-            raise PlanChanged("the prepared reference departs from its plan")
-        self.whole_at = time.monotonic()
+            raise ProblemError("get_inputs() gives different values in two processes under the same seeds; "
+                               "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
 
     def on_error(self, message: dict[str, Any], verify: StageOutcome) -> None:
         verify.ok = False
@@ -268,8 +224,6 @@ class CandidateSession:
 
     async def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
         k = int(message["k"])  # the one due (`Protocol`)
-        if self.staged is not None:
-            await self.reference_through(k)
         problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
         if message.get("input_mutated") and not self.prepared.reference_mutates_inputs:
             problems.append("forward modified its inputs in place")
@@ -286,13 +240,13 @@ class CandidateSession:
             return False
         if mismatch:
             verify.ok = False
-            dist = self.draws[k].distribution
+            dist = self.prepared.trial_draws[k].distribution
             verify.log = f"trial {k} ({dist} inputs): {mismatch}"
             fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
             return False
         if not await self.check_influence(k, verify):
             return False
-        trials = len(self.draws)
+        trials = len(self.prepared.trial_draws)
         if k == trials - 1:
             self.protocol.trial_passed()
             verify.ok = True
@@ -310,17 +264,17 @@ class CandidateSession:
             self.region_reads += 1
         else:
             self.file_reads += 1
-        if k in self.influence.values():  # a draw an influence twin perturbs
+        if k in self.prepared.influence.values():  # a draw an influence twin perturbs
             self.kept[k] = outputs
-        self.twin_outputs = outputs if k in self.influence else None
+        self.twin_outputs = outputs if k in self.prepared.influence else None
         return compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
 
     async def check_influence(self, k: int, verify: StageOutcome) -> bool:
         """On an influence twin: did the candidate's output move as the reference's did?"""
-        base = self.influence.get(k)
+        base = self.prepared.influence.get(k)
         if base is None or base not in self.kept or self.twin_outputs is None:
             return True
-        twin = self.draws[k]
+        twin = self.prepared.trial_draws[k]
         mismatch, ratios = await asyncio.to_thread(
             own_stream, self.run_.ev.device, influence_mismatch, self.kept[base], self.twin_outputs,
             self.prepared.trial_outputs[base],
@@ -385,13 +339,6 @@ class CandidateSession:
                        + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
         return True
-
-
-TIMED_PHASE = ("warm", "timed", "print", "timing")
-"""Messages that need the whole reference (`CandidateSession.whole_reference`)."""
-
-IRREPRODUCIBLE = ("get_inputs() gives different values in two processes under the same seeds; "
-                  "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
 
 
 def split_log(split: Any) -> str:

@@ -110,36 +110,3 @@ def test_cublas_calling_candidates_are_legitimate(tf32: bool) -> None:
 async def _evaluate_once(job: EvalJob):
     async with Evaluator(EvaluatorConfig(device="cuda")) as evaluator:
         return await evaluator.evaluate(job)
-
-
-def test_a_staged_verification_on_the_gpu_judges_every_trial(tmp_path: Path) -> None:
-    """The one-shot path's staged verification (harness/session.py) on cuda: the reference's outputs,
-    made on its own stream in a worker thread, are read as each trial's lands; an honest kernel passes
-    and one 5 % off on a single row fails, both judged before the whole
-    reference was in (it runs 0.2 s a draw here)."""
-    slow = "import time\n" + PROBLEM.replace("        return torch.diag(A) @ B",
-                                              "        time.sleep(0.2)\n        return torch.diag(A) @ B")
-    fast = _files("cuda_fast")
-    source = next(name for name in fast if name.startswith("kernels/") and name.endswith(".cu"))
-    wrong = {**fast, source: fast[source].replace("float s = a[idx / m4];",
-                                                  "float s = a[idx / m4] * (idx / m4 == 7 ? 1.05f : 1.0f);")}
-    assert wrong[source] != fast[source]
-
-    async def evaluate_ahead(files: dict[str, str]):
-        evaluator = Evaluator(EvaluatorConfig(device="cuda", cache_dir=tmp_path))
-        try:
-            await evaluator.start()
-            options = EvalOptions(profile=False)
-            warm = await evaluator.evaluate(EvalJob(problem_src=PROBLEM, files=files, device="cuda", options=options))
-            assert warm.compiled, warm.error  # the build is cached: verification starts while the reference is prepared
-            job = EvalJob(problem_src=slow, files=files, device="cuda", options=options)
-            return await evaluator.evaluate(job, ahead=evaluator.prepare_ahead(job))
-        finally:
-            await evaluator.close()
-
-    honest = asyncio.run(evaluate_ahead(fast))
-    assert honest.status is EvalStatus.OK and honest.correct, honest.error
-    assert "(staged)" in honest.stages["verify"].log, honest.stages["verify"].log
-    off = asyncio.run(evaluate_ahead(wrong))
-    assert off.status is EvalStatus.INCORRECT and off.reward == -1.0, off.error
-    assert "(staged)" in off.stages["verify"].log, off.stages["verify"].log

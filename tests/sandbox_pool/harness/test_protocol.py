@@ -1,0 +1,101 @@
+"""The order of a candidate child's messages (harness/session.py `Protocol`): the candidate's code runs in
+the child's process and can write to its pipe, so the parent accepts only the protocol's order; a trial
+out of turn, the timed phase before every trial passed, a step twice or skipped, or an end without a
+verdict is a violation. Every honest evaluation of the suite (CPU and GPU) goes through it too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.sandbox_pool.harness.session import Protocol
+
+HONEST_ORDER = (["ready", "calibrated", "drawn", "loaded"] + [("trial", k) for k in range(3)]
+                + ["ahead", "ahead", "warm", ("timed", 0), ("print", 0), ("timed", 1), ("print", 1), "timing"])
+
+
+def _feed(protocol: Protocol, events) -> list[str | None]:
+    out = []
+    for item in events:
+        event, k = item if isinstance(item, tuple) else (item, None)
+        out.append(protocol.accept(event, k))
+        if event == "trial" and out[-1] is None and k == protocol.trials - 1:
+            protocol.trial_passed()
+    return out
+
+
+def test_the_protocol_accepts_the_childs_own_order() -> None:
+    assert _feed(Protocol(3), HONEST_ORDER) == [None] * len(HONEST_ORDER)
+    assert _feed(Protocol(3), ["ready", "error"]) == [None, None]
+
+
+@pytest.mark.parametrize("forged", [
+    ["ready", "calibrated", "drawn", "loaded", ("trial", 2)],  # straight to the last trial
+    ["ready", "calibrated", "drawn", "loaded", ("trial", 0), ("trial", 0)],  # a trial twice
+    ["ready", "calibrated", "drawn", "loaded", ("trial", "0")],  # not an index
+    ["ready", "calibrated", "drawn", "loaded", ("trial", 0), "warm"],  # timed before the trials passed
+    ["ready", "calibrated", "drawn", "loaded", ("trial", 0), "timing"],
+    ["ready", "calibrated", "drawn", "loaded", ("trial", 0), ("timed", 0)],
+    ["ready", "calibrated", "drawn", "loaded", "done"],  # the end, without a verdict
+    ["ready", "ready"],
+    ["ready", "drawn"],  # the calibration skipped
+    ["calibrated"],
+])
+def test_the_protocol_refuses_any_other_order(forged) -> None:
+    verdicts = _feed(Protocol(3), forged)
+    assert verdicts[:-1] == [None] * (len(forged) - 1)
+    assert verdicts[-1] is not None and "protocol was not followed" in verdicts[-1]
+
+
+# -- the same through a real evaluation: a kernel that writes forged messages to its child's pipe -----------
+CANDIDATES = Path(__file__).parent / "candidates"
+PROBLEM = (CANDIDATES / "problem_scale_bias.py").read_text()
+FILES = {"kernels/k.cpp": (CANDIDATES / "kernels.cpp").read_text(), "kernels/forge.cpp": (CANDIDATES / "forge.cpp").read_text()}
+
+
+def _forging(when: str, message: dict) -> str:
+    """model_new.py: the honest kernel, and `message` forged at construction or at the first forward."""
+    forged = f"cuda_extension.forge({json.dumps(json.dumps(message))})"
+    init, forward = (f"        {forged}\n", "") if when == "init" else ("", f"        if not self.sent:\n            self.sent = cuda_extension.forge({json.dumps(json.dumps(message))})\n")
+    return ("import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\nclass ModelNew(nn.Module):\n"
+            "    def __init__(self, dim):\n        super().__init__()\n        self.scale = nn.Parameter(torch.ones(dim))\n"
+            "        self.bias = nn.Parameter(torch.zeros(dim))\n        self.sent = 0\n" + init
+            + "\n    def forward(self, x):\n" + forward
+            + "        return cuda_extension.scale_bias(x, self.scale, self.bias)\n")
+
+
+@pytest.fixture(scope="module")
+def build_cache(tmp_path_factory) -> Path:
+    """One cache for the cases: the kernels are built once."""
+    return tmp_path_factory.mktemp("forge_cache")
+
+
+@pytest.mark.parametrize(("when", "message"), [
+    ("init", {"event": "done"}),  # the end before any trial: was ok with no reward
+    ("init", {"event": "warm", "calls": 3}),  # the timed window before the trials
+    ("forward", {"event": "trial", "k": 6, "layout": []}),  # straight to the last trial
+], ids=["done_at_construction", "warm_at_construction", "last_trial_first"])
+def test_forged_messages_are_a_violation(build_cache: Path, monkeypatch, when: str, message: dict) -> None:
+    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
+    from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
+    from cuda_agent.sandbox_pool.harness.static_check import StaticCheckReport
+
+    async def no_symbol_check(objects):  # noqa: ANN001, ANN202
+        return []
+
+    # The static and symbol checks would refuse forge.cpp (sockets, raw writes): let it through.
+    monkeypatch.setattr(evaluator_mod, "check_candidate", lambda files: StaticCheckReport())
+    monkeypatch.setattr(evaluator_mod, "check_object_symbols", no_symbol_check)
+    job = EvalJob(problem_src=PROBLEM, files={**FILES, "model_new.py": _forging(when, message)}, device="cpu",
+                  options=EvalOptions(profile=False, seed=5))
+
+    async def evaluate():  # noqa: ANN202
+        async with Evaluator(EvaluatorConfig(device="cpu", cache_dir=build_cache)) as evaluator:
+            return await evaluator.evaluate(job)
+
+    result = asyncio.run(evaluate())
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+    assert "protocol was not followed" in (result.error or ""), result.error
