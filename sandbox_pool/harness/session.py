@@ -69,6 +69,11 @@ class Protocol:
         self.state = event
         return None
 
+    def before_candidate_code(self) -> bool:
+        """No candidate code has run in the child yet (it is loaded after `drawn`): only then can an error
+        be the harness's or the problem's (no reward) rather than the candidate's (-1)."""
+        return self.state in ("start", "ready", "calibrated")
+
     def trial_passed(self) -> None:
         """The last trial passed: the timed phase may begin."""
         if self.next_trial == self.trials:
@@ -211,6 +216,12 @@ class CandidateSession:
         verify.ok = False
         detail = f"{message.get('kind')}: {message.get('message')}"
         verify.log = (verify.log + "\n" + str(message.get("traceback", ""))).strip()[-4000:]
+        if message.get("stage") in ("setup", "draw") and not self.protocol.before_candidate_code():
+            # Claimed once candidate code could run: forged, to pass a wrong kernel off as no verdict.
+            problem = (f"the evaluation protocol was not followed (a '{message.get('stage')}' error after the "
+                       "candidate's code was loaded)")
+            fail(self.result, EvalStatus.VIOLATION, problem, [problem])
+            return
         if message.get("stage") == "setup":  # before the candidate's code was loaded
             raise InfraError(f"the evaluation child could not start: {detail}")
         if message.get("stage") == "draw":

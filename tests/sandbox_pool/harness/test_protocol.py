@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,15 @@ def _feed(protocol: Protocol, events) -> list[str | None]:
         if event == "trial" and out[-1] is None and k == protocol.trials - 1:
             protocol.trial_passed()
     return out
+
+
+def test_only_errors_before_the_candidate_code_can_be_the_harnesss() -> None:
+    protocol = Protocol(3)
+    seen = []
+    for event, k in [("ready", None), ("calibrated", None), ("drawn", None), ("loaded", None), ("trial", 0)]:
+        seen.append(protocol.before_candidate_code())
+        protocol.accept(event, k)
+    assert seen == [True, True, True, False, False]
 
 
 def test_the_protocol_accepts_the_childs_own_order() -> None:
@@ -53,18 +63,29 @@ def test_the_protocol_refuses_any_other_order(forged) -> None:
 # -- the same through a real evaluation: a kernel that writes forged messages to its child's pipe -----------
 CANDIDATES = Path(__file__).parent / "candidates"
 PROBLEM = (CANDIDATES / "problem_scale_bias.py").read_text()
-FILES = {"kernels/k.cpp": (CANDIDATES / "kernels.cpp").read_text(), "kernels/forge.cpp": (CANDIDATES / "forge.cpp").read_text()}
+FILES = {"kernels/k.cpp": (CANDIDATES / "kernels.cpp").read_text(),
+         "kernels/forge.cpp": (CANDIDATES / "forge.cpp").read_text()}
 
 
 def _forging(when: str, message: dict) -> str:
     """model_new.py: the honest kernel, and `message` forged at construction or at the first forward."""
-    forged = f"cuda_extension.forge({json.dumps(json.dumps(message))})"
-    init, forward = (f"        {forged}\n", "") if when == "init" else ("", f"        if not self.sent:\n            self.sent = cuda_extension.forge({json.dumps(json.dumps(message))})\n")
-    return ("import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\nclass ModelNew(nn.Module):\n"
-            "    def __init__(self, dim):\n        super().__init__()\n        self.scale = nn.Parameter(torch.ones(dim))\n"
-            "        self.bias = nn.Parameter(torch.zeros(dim))\n        self.sent = 0\n" + init
-            + "\n    def forward(self, x):\n" + forward
-            + "        return cuda_extension.scale_bias(x, self.scale, self.bias)\n")
+    forge = f"cuda_extension.forge({json.dumps(json.dumps(message))})"
+    init = f"        {forge}\n" if when == "init" else ""
+    forward = f"        if not self.sent:\n            self.sent = {forge}\n" if when == "forward" else ""
+    return textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        import cuda_extension
+
+
+        class ModelNew(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(dim))
+                self.bias = nn.Parameter(torch.zeros(dim))
+                self.sent = 0
+        """) + init + "\n    def forward(self, x):\n" + forward + \
+        "        return cuda_extension.scale_bias(x, self.scale, self.bias)\n"
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +98,11 @@ def build_cache(tmp_path_factory) -> Path:
     ("init", {"event": "done"}),  # the end before any trial: was ok with no reward
     ("init", {"event": "warm", "calls": 3}),  # the timed window before the trials
     ("forward", {"event": "trial", "k": 6, "layout": []}),  # straight to the last trial
-], ids=["done_at_construction", "warm_at_construction", "last_trial_first"])
+    # A harness or problem failure (no reward, the sample left out of training) claimed by candidate code:
+    ("init", {"event": "error", "stage": "setup", "kind": "RuntimeError", "message": "CUDA unavailable"}),
+    ("forward", {"event": "error", "stage": "draw", "kind": "RuntimeError", "message": "get_inputs failed"}),
+], ids=["done_at_construction", "warm_at_construction", "last_trial_first", "setup_error_at_construction",
+        "draw_error_at_first_call"])
 def test_forged_messages_are_a_violation(build_cache: Path, monkeypatch, when: str, message: dict) -> None:
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
     from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
