@@ -142,9 +142,7 @@ def permission_message(exc: PermissionError) -> str:
     """A permission error with the fix: most often a workspace another uid owns."""
     path = exc.filename or ""
     owner = ""
-    with contextlib.suppress(OSError, KeyError, TypeError):
-        import pwd
-
+    with contextlib.suppress(OSError, TypeError):
         uid = os.stat(path).st_uid
         if uid != os.getuid():
             owner = f" (owned by uid {uid}, you are uid {os.getuid()})"
