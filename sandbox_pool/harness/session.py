@@ -75,9 +75,9 @@ class Protocol:
         return self.state in ("start", "ready", "calibrated")
 
     def trial_passed(self) -> None:
-        """The last trial passed: the timed phase may begin."""
-        if self.next_trial == self.trials:
-            self.state = "trials passed"
+        """The last trial passed (the session judged it): the timed phase may begin."""
+        assert self.next_trial == self.trials, "called before the last trial"
+        self.state = "trials passed"
 
 
 class CandidateSession:

@@ -172,7 +172,6 @@ async def test_bwrap_found_on_the_host_path_only(tmp_path, monkeypatch):
     assert "--die-with-parent" in marker.read_text().split()  # the holder's start, not only the probe's
 
 
-
 async def test_the_callers_pythonpath_imports_inside_the_sandbox(tmp_path, monkeypatch):
     """A package importable here only through PYTHONPATH (scripts/gpu-env.sh on the GPU node) is importable
     by the sandbox's python too: its folder is mounted and the variable kept in the clean environment."""
