@@ -6,6 +6,8 @@ go on, sharing the device or with it alone (its timed calls), through the evalua
 
 Messages come from the candidate's process, so its code can forge them: only the protocol's order
 is accepted (`Protocol`), each trial judged in turn, nothing of the timed phase before all passed.
+The candidate's process can also hold the device's memory while it waits for a verdict: judging
+then goes on on the CPU (`judge`), so what it did stays a verdict, never an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+import torch
 
 from cuda_agent.errors import InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness.clock import too_fast
@@ -38,6 +42,29 @@ if TYPE_CHECKING:
 
 POLL_S = 0.05
 """How often a waiting session looks whether it was preempted."""
+
+T = TypeVar("T")
+
+
+def judge(device: str, fn: Callable[..., T], *args: Any) -> tuple[T, bool]:
+    """`fn(device, *args)` on the evaluation's device (a stream of its own), or `fn("cpu", *args)` when
+    the device has no memory left for it; returns the result and whether it came from the CPU.
+
+    A candidate's child may hold nearly all of the device's memory while it waits for its verdict. An
+    error here would end as an infrastructure failure (no reward: in training the sample is left out),
+    so a wrong kernel that fills the device would escape its -1. The CPU reaches the same verdict: the
+    comparisons are float64, exact on either."""
+    try:
+        return own_stream(device, fn, device, *args), False
+    except RuntimeError as exc:  # torch.OutOfMemoryError, or a CUDA call's "out of memory"
+        if not (isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()):
+            raise
+        return fn("cpu", *args), True
+
+
+def on_device(values: list[Any], device: str) -> list[Any]:
+    """`values` with their tensors on `device` (the same objects where they are there already)."""
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
 
 
 class Protocol:
@@ -98,6 +125,7 @@ class CandidateSession:
         self.kept: dict[int, list[Any]] = {}  # the candidate's outputs on draws that influence twins perturb
         self.twin_outputs: list[Any] | None = None  # the candidate's outputs on the current twin
         self.influence_ratios: list[float] = []
+        self.judged_on_cpu = 0  # judging steps the device had no memory for (`judge`)
         self.lease = run.lease
         self.protocol = Protocol(len(prepared.trial_draws))
         self.exclusive_s = 0.0
@@ -243,8 +271,7 @@ class CandidateSession:
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
         try:  # in a thread: the other evaluations' sessions go on meanwhile
-            mismatch = await asyncio.to_thread(own_stream, self.run_.ev.device, self._check_trial, k,
-                                               message.get("layout"))
+            mismatch = await asyncio.to_thread(self._check_trial, k, message.get("layout"))
         except OutputFormatError as exc:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, f"trial {k}: {exc}", [str(exc)])
@@ -252,7 +279,7 @@ class CandidateSession:
         if mismatch:
             verify.ok = False
             dist = self.prepared.trial_draws[k].distribution
-            verify.log = f"trial {k} ({dist} inputs): {mismatch}"
+            verify.log = f"trial {k} ({dist} inputs): {mismatch}" + self._cpu_note()
             fail(self.result, EvalStatus.INCORRECT, f"wrong output on trial {k} ({dist} inputs): {mismatch}")
             return False
         if not await self.check_influence(k, verify):
@@ -264,13 +291,14 @@ class CandidateSession:
             self.result.correct = True
             ratios = ", ".join(f"{r:.2g}" for r in self.influence_ratios)
             verify.log = (verify.log + f"\n{trials}/{trials} trials match"
-                          + (f"; influence residuals {ratios}" if ratios else "")).strip()
+                          + (f"; influence residuals {ratios}" if ratios else "") + self._cpu_note()).strip()
             if not self.prepared.timing_draws:
                 return True
         return None
 
     def _check_trial(self, k: int, layout: Any) -> str | None:
-        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, self.run_.ev.device, self.region)
+        (outputs, mismatch), on_cpu = judge(self.run_.ev.device, self._read_and_compare, k, layout)
+        self.judged_on_cpu += on_cpu
         if any(isinstance(entry, dict) and entry.get("shared") for entry in layout):
             self.region_reads += 1
         else:
@@ -278,7 +306,18 @@ class CandidateSession:
         if k in self.prepared.influence.values():  # a draw an influence twin perturbs
             self.kept[k] = outputs
         self.twin_outputs = outputs if k in self.prepared.influence else None
-        return compare_outputs(outputs, self.prepared.trial_outputs[k], self.run_.atol, self.run_.rtol)
+        return mismatch
+
+    def _read_and_compare(self, device: str, k: int, layout: Any) -> tuple[list[Any], str | None]:
+        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, device, self.region)
+        reference = on_device(self.prepared.trial_outputs[k], device)
+        return outputs, compare_outputs(outputs, reference, self.run_.atol, self.run_.rtol)
+
+    def _cpu_note(self) -> str:
+        if not self.judged_on_cpu:
+            return ""
+        return (f"\n{self.judged_on_cpu} judging step(s) ran on the CPU: the device had no memory left for them "
+                "(the candidate's process held it)")
 
     async def check_influence(self, k: int, verify: StageOutcome) -> bool:
         """On an influence twin: did the candidate's output move as the reference's did?"""
@@ -286,14 +325,17 @@ class CandidateSession:
         if base is None or base not in self.kept or self.twin_outputs is None:
             return True
         twin = self.prepared.trial_draws[k]
-        mismatch, ratios = await asyncio.to_thread(
-            own_stream, self.run_.ev.device, influence_mismatch, self.kept[base], self.twin_outputs,
-            self.prepared.trial_outputs[base],
-            self.prepared.trial_outputs[k], twin.perturb_fraction)
+        pairs = (self.kept[base], self.twin_outputs, self.prepared.trial_outputs[base], self.prepared.trial_outputs[k])
+
+        def responses(device: str) -> tuple[str | None, list[float]]:
+            return influence_mismatch(*(on_device(values, device) for values in pairs), twin.perturb_fraction)
+
+        (mismatch, ratios), on_cpu = await asyncio.to_thread(judge, self.run_.ev.device, responses)
+        self.judged_on_cpu += on_cpu
         self.influence_ratios += ratios
         if mismatch:
             verify.ok = False
-            verify.log = f"trial {k} (influence twin of trial {base}): {mismatch}"
+            verify.log = f"trial {k} (influence twin of trial {base}): {mismatch}" + self._cpu_note()
             fail(self.result, EvalStatus.INCORRECT, f"influence check failed on trial {k}: {mismatch}")
             return False
         return True

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+import torch
 
 from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
 from cuda_agent.sandbox_pool.workspace import read_candidate_files
@@ -74,6 +75,51 @@ def test_silent_launch_failure_is_incorrect(run) -> None:
                                                                              "const int threads = 4096;")
     result = run(files, profile=False)
     assert result.reward == -1.0 and result.status in (EvalStatus.INCORRECT, EvalStatus.CRASH), result.error
+
+
+HOLD_THE_DEVICE = r"""
+// Fills the device's memory, all but ~64 MB (this process's own next steps), and keeps it.
+static void hold_the_device() {
+  static bool held = false;
+  if (held) return;
+  held = true;
+  size_t free_b = 0, total_b = 0;
+  for (size_t chunk = 1ull << 30; chunk >= (1ull << 20); chunk /= 2) {
+    void* p = nullptr;
+    while (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && free_b > chunk + (64ull << 20) &&
+           cudaMalloc(&p, chunk) == cudaSuccess) {
+    }
+  }
+  cudaGetLastError();
+}
+"""
+
+
+def holding_the_device(wrong: bool) -> dict[str, str]:
+    """cuda_fast, filling the device's memory at its first call; `wrong`: every fourth output off by 1."""
+    files = _files("cuda_fast")
+    unit = files["kernels/diag_matmul.cu"].replace("#include <cuda_runtime.h>\n",
+                                                   "#include <cuda_runtime.h>\n" + HOLD_THE_DEVICE, 1)
+    unit = unit.replace("const int threads = 256;", "hold_the_device();\n  const int threads = 256;")
+    if wrong:
+        unit = unit.replace("s * v.w)", "s * v.w + 1.0f)")
+    files["kernels/diag_matmul.cu"] = unit
+    return files
+
+
+@pytest.mark.parametrize("wrong", [True, False], ids=["wrong", "right"])
+def test_a_candidate_holding_the_device_memory_still_gets_its_verdict(run, wrong: bool) -> None:
+    """Its outputs are judged on the CPU (session.judge): no out-of-memory infrastructure failure, which
+    would leave a wrong kernel without its -1."""
+    torch.cuda.empty_cache()  # what earlier tests left in this process's allocator could serve the judging
+    result = run(holding_the_device(wrong), profile=False)
+    log = result.stages["verify"].log if "verify" in result.stages else ""
+    print("holding the device,", "wrong:" if wrong else "right:", result.status.value, result.error, "|", log)
+    if wrong:
+        assert result.status is EvalStatus.INCORRECT and result.reward == -1.0, result.error
+    else:
+        assert result.status is EvalStatus.OK and result.correct, result.error
+    assert "ran on the CPU: the device had no memory left" in log
 
 
 def test_two_profiles_agree(run) -> None:
