@@ -4,7 +4,8 @@ Evaluates a wrong kernel that holds all but ~64 MB of the device's memory from i
 (`holding_the_device` of tests/sandbox_pool/harness/test_gpu.py), twice: with the parent's judging as
 it is (on the CPU when the device has no memory left: `session.judge`), and with that fallback taken
 out (the judging as it was before 2026-12-04: on the device only). Prints one JSON object: each
-run's status, reward and error, and whether the judging ran on the CPU.
+run's status, reward and error, and whether the judging ran on the CPU; or the exception the
+evaluation raised instead of a verdict (no reward: the sample is left out).
 
 Usage: python -P benchmarks/harness/device_memory_escape.py [--out result.json]   (on a GPU node)
 """
@@ -42,7 +43,11 @@ async def evaluate_twice() -> dict:
         for name, judge in (("with the CPU fallback", session.judge), ("device only (before)", device_only)):
             session.judge = judge
             torch.cuda.empty_cache()
-            result = await evaluator.evaluate(job)
+            try:
+                result = await evaluator.evaluate(job)
+            except Exception as exc:  # what a caller gets instead of a verdict: no reward for the sample
+                runs[name] = {"raised": f"{type(exc).__name__}: {str(exc)[:300]}"}
+                continue
             log = result.stages["verify"].log if "verify" in result.stages else ""
             runs[name] = {"status": result.status.value, "reward": result.reward, "error": result.error,
                           "judged_on_cpu": "ran on the CPU" in log}
