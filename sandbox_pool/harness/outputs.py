@@ -2,9 +2,10 @@
 
 The child is untrusted, so the layout is validated before a byte is read: known dtypes only,
 sizes that agree with shapes, ranges inside the sealed shared region (output_buffer.py) or
-the file, aligned offsets. No pickle, and no mmap of a file the child could shrink (SIGBUS):
-the only mapping is of the region, whose size is sealed. What is read is copied before it is
-judged.
+the file, aligned offsets, and the reference's count, dtypes and shapes (ranges may overlap, so
+without that a forged layout could name the same bytes 64 times and make the parent copy them
+64 times over). No pickle, and no mmap of a file the child could shrink (SIGBUS): the only
+mapping is of the region, whose size is sealed. What is read is copied before it is judged.
 """
 
 from __future__ import annotations
@@ -32,15 +33,23 @@ class OutputFormatError(Exception):
     """The child's output file or layout is malformed (a violation by the candidate's process)."""
 
 
-def read_outputs(path: str, layout: Any, device: str, region: OutputRegion | None = None) -> list[Any]:
+class OutputMismatch(Exception):
+    """The layout describes outputs other than the reference's (count, dtype, shape): wrong, judged unread."""
+
+
+def read_outputs(path: str, layout: Any, device: str, region: OutputRegion | None = None,
+                 expected: list[Any] | None = None) -> list[Any]:
     """The outputs described by `layout`, from the shared `region` or the raw file at `path`,
-    as tensors on `device` that the child can no longer touch."""
+    as tensors on `device` that the child can no longer touch. With `expected` (the reference's
+    outputs), a layout of other outputs raises `OutputMismatch` before anything is read."""
     if not isinstance(layout, list) or len(layout) > MAX_OUTPUTS:
         raise OutputFormatError("the output layout is missing or malformed")
     try:
         entries = [TensorLayout.model_validate(e) for e in layout]
     except ValidationError as exc:
         raise OutputFormatError(f"the output layout is malformed: {exc.errors()[0]['msg']}") from None
+    if expected is not None and (problem := layout_mismatch(entries, expected)):
+        raise OutputMismatch(problem)
     if any(e.shared for e in entries):
         if not all(e.shared or e.dtype is None for e in entries):
             raise OutputFormatError("the output layout mixes the shared region and the file")
@@ -54,6 +63,24 @@ def read_outputs(path: str, layout: Any, device: str, region: OutputRegion | Non
     with handle:
         size = os.fstat(handle.fileno()).st_size
         return [_read_one(handle, entry, size, device) for entry in entries]
+
+
+def layout_mismatch(entries: list[TensorLayout], expected: list[Any]) -> str | None:
+    """How the described outputs differ from the reference's in count, type, dtype or shape (the words of
+    compare.compare_outputs), or None."""
+    if len(entries) != len(expected):
+        return f"expected {len(expected)} output tensor(s), got {len(entries)}"
+    for i, (entry, ref) in enumerate(zip(entries, expected)):
+        if not isinstance(ref, torch.Tensor):
+            if entry.dtype is not None:
+                return f"output {i}: expected {ref!r}, got a tensor of shape {tuple(entry.shape)}"
+        elif entry.dtype is None:
+            return f"output {i}: expected a torch.Tensor, got {type(entry.value).__name__}"
+        elif entry.dtype != str(ref.dtype).removeprefix("torch."):
+            return f"output {i}: dtype mismatch: expected {ref.dtype}, got torch.{entry.dtype}"
+        elif tuple(entry.shape) != tuple(ref.shape):
+            return f"output {i}: shape mismatch: expected {tuple(ref.shape)}, got {tuple(entry.shape)}"
+    return None
 
 
 def _checked_dtype(entry: TensorLayout, size: int) -> torch.dtype:

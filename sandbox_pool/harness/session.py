@@ -30,7 +30,7 @@ from cuda_agent.sandbox_pool.harness.compare import (
 from cuda_agent.sandbox_pool.harness.inputs import same_digest
 from cuda_agent.sandbox_pool.harness.models import EvalStatus, StageOutcome
 from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion
-from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
+from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, OutputMismatch, read_outputs
 from cuda_agent.sandbox_pool.harness.protocol import output_file
 from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_stream
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, describe_exit
@@ -309,9 +309,12 @@ class CandidateSession:
         return mismatch
 
     def _read_and_compare(self, device: str, k: int, layout: Any) -> tuple[list[Any], str | None]:
-        outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, device, self.region)
-        reference = on_device(self.prepared.trial_outputs[k], device)
-        return outputs, compare_outputs(outputs, reference, self.run_.atol, self.run_.rtol)
+        reference = self.prepared.trial_outputs[k]
+        try:
+            outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, device, self.region, reference)
+        except OutputMismatch as exc:  # other outputs than the reference's: wrong, and not read
+            return [], str(exc)
+        return outputs, compare_outputs(outputs, on_device(reference, device), self.run_.atol, self.run_.rtol)
 
     def _cpu_note(self) -> str:
         if not self.judged_on_cpu:

@@ -12,7 +12,7 @@ from test_hacks import HONEST
 
 from cuda_agent.sandbox_pool.harness import EvalStatus
 from cuda_agent.sandbox_pool.harness.output_buffer import ALIGN, OutputRegion, attach, region_bytes
-from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, read_outputs
+from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, OutputMismatch, read_outputs
 
 
 @pytest.fixture
@@ -77,6 +77,21 @@ def test_a_forged_layout_is_a_format_error(region, entry, message) -> None:
     region.seal(4096, pin=False)
     with pytest.raises(OutputFormatError, match=message):
         read_outputs("/nonexistent", [entry], "cpu", region)
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    # ranges may overlap: the same bytes named 64 times would be copied 64 times over
+    ([{"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16}] * 64, "expected 2 output tensor"),
+    ([{"dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8}, {"value": 2.5}], "output 0: shape mismatch"),
+    ([{"dtype": "int32", "shape": [4], "offset": 0, "nbytes": 16}, {"value": 2.5}], "output 0: dtype mismatch"),
+    ([{"value": 1.0}, {"value": 2.5}], "output 0: expected a torch.Tensor"),
+    ([{"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16},
+      {"dtype": "float32", "shape": [1], "offset": 16, "nbytes": 4}], "output 1: expected 2.5, got a tensor"),
+])
+def test_a_layout_of_other_outputs_than_the_references_is_wrong_and_not_read(layout, message) -> None:
+    # The file does not exist: reading it would be a format error, so the verdict came before any read.
+    with pytest.raises(OutputMismatch, match=message):
+        read_outputs("/nonexistent", layout, "cpu", expected=[torch.zeros(4), 2.5])
 
 
 def test_a_shared_layout_without_a_region_is_a_format_error() -> None:

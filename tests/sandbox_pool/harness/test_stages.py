@@ -41,20 +41,20 @@ def test_legitimate_views_and_allocation_in_python_are_allowed(evaluate_cpu) -> 
 
 
 @pytest.mark.parametrize(
-    ("forward", "status"),
+    ("forward", "status", "says"),
     [
-        ("return cuda_extension.segfault(x)", EvalStatus.CRASH),
-        ("return cuda_extension.hog(x)", EvalStatus.CRASH),
-        ("return cuda_extension.scale_bias(x, self.scale, self.bias)[:, :10]", EvalStatus.INCORRECT),
-        ("return cuda_extension.scale_bias(x, self.scale, self.bias).double()", EvalStatus.INCORRECT),
-        ("return cuda_extension.scale_bias(x, self.scale, self.bias) * float('nan')", EvalStatus.VIOLATION),
-        ("raise ValueError('boom')", EvalStatus.CRASH),
+        ("return cuda_extension.segfault(x)", EvalStatus.CRASH, "died"),
+        ("return cuda_extension.hog(x)", EvalStatus.CRASH, ""),
+        ("return cuda_extension.scale_bias(x, self.scale, self.bias)[:, :10]", EvalStatus.INCORRECT, "shape mismatch"),
+        ("return cuda_extension.scale_bias(x, self.scale, self.bias).double()", EvalStatus.INCORRECT, "dtype mismatch"),
+        ("return cuda_extension.scale_bias(x, self.scale, self.bias) * float('nan')", EvalStatus.VIOLATION, ""),
+        ("raise ValueError('boom')", EvalStatus.CRASH, "boom"),
     ],
 )
-def test_bad_candidates_get_a_clear_verdict(evaluate_cpu, forward: str, status: EvalStatus) -> None:
+def test_bad_candidates_get_a_clear_verdict(evaluate_cpu, forward: str, status: EvalStatus, says: str) -> None:
     result = evaluate_cpu(model_new(forward))
     assert result.status is status, (result.status, result.error)
-    assert result.reward == -1.0 and result.error
+    assert result.reward == -1.0 and result.error and says in result.error, result.error
 
 
 def test_endless_kernel_times_out(evaluate_cpu) -> None:
