@@ -9,6 +9,11 @@ loaded the child times null calls the same way, giving the protocol's fixed cost
 synchronisation); a call's outside time minus that floor bounds what the call itself took. A
 child whose reported times fall far below the bound (a patched timer, work hidden from the
 clock) gets a violation.
+
+The candidate's code runs in the child, so it can reach the stamps' socket too. The harness sends
+each stamp once and nothing else: a stamp sent twice, one that is malformed, ends before it starts
+or is missing (the socket closed or shut) means the candidate wrote to or broke the clock, and is
+a violation (`OutsideClock.tampering`) rather than a check quietly disabled or a bound shrunk.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def mark(sock: socket.socket | None, edge: str, kind: str, k: int) -> None:
         try:
             sock.send(f"{edge}:{kind}:{k}".encode())
         except OSError:
-            pass  # the parent reads what arrived; a missing stamp only disables the check
+            pass  # the parent judges what arrived (`OutsideClock.tampering`)
 
 
 @dataclass
@@ -48,6 +53,7 @@ class OutsideClock:
 
     sock: socket.socket
     stamps: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    forged: list[str] = field(default_factory=list)  # what no honest child sends
 
     def drain(self) -> None:
         while True:
@@ -57,14 +63,36 @@ class OutsideClock:
                 return
             if not data:
                 return
+            key, sent_ns = _parse(data), None
             for level, kind, raw in ancillary:
                 if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
                     sec, nsec = struct.unpack("qq", raw[:16])
-                    try:
-                        edge, call_kind, k = data.decode().split(":")
-                        self.stamps[(edge, call_kind, int(k))] = sec * 1_000_000_000 + nsec
-                    except ValueError:
-                        continue
+                    sent_ns = sec * 1_000_000_000 + nsec
+            if key is None:
+                self.forged.append(f"a malformed stamp {data[:32]!r}")
+            elif key in self.stamps:
+                self.forged.append(f"stamp {':'.join(map(str, key))} sent twice")
+            elif sent_ns is not None:
+                self.stamps[key] = sent_ns
+
+    def tampering(self, calls: int) -> str | None:
+        """What shows that the candidate's code wrote to or broke the stamps' socket, for a child that
+        made `calls` timed calls; None if nothing. The null calls' stamps come before any candidate code
+        exists: without them the clock is unavailable here (no verdict from it either way)."""
+        nulls = {(edge, "n", k) for edge in "se" for k in range(NULL_CALLS)}
+        if not nulls & self.stamps.keys():
+            return None
+        problem = self.forged[0] if self.forged else None
+        expected = nulls | {(edge, "c", k) for edge in "se" for k in range(calls)}
+        if problem is None and self.stamps.keys() != expected:
+            missing, extra = sorted(expected - self.stamps.keys()), sorted(self.stamps.keys() - expected)
+            problem = (f"stamp {':'.join(map(str, (missing or extra)[0]))} "
+                       + ("missing (the socket was closed or shut)" if missing else "not one of the calls'"))
+        if problem is None:
+            calls_made = sorted({(kind, k) for _, kind, k in expected})
+            problem = next((f"call {kind}:{k} ended before it started" for kind, k in calls_made
+                            if self.stamps[("e", kind, k)] < self.stamps[("s", kind, k)]), None)
+        return None if problem is None else f"the outside clock was tampered with ({problem})"
 
     def durations_us(self, kind: str) -> list[float]:
         out = []
@@ -91,6 +119,18 @@ class OutsideClock:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def _parse(data: bytes) -> tuple[str, str, int] | None:
+    """(edge, kind, k) of a stamp `mark` sent, or None."""
+    try:
+        edge, kind, k = data.decode("ascii").split(":")
+        index = int(k)
+    except ValueError:
+        return None
+    if edge not in ("s", "e") or kind not in ("n", "c") or index < 0 or str(index) != k:
+        return None
+    return edge, kind, index
 
 
 def too_fast(reported_median_us: float, bound: tuple[float, float]) -> bool:

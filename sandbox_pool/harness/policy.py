@@ -113,6 +113,13 @@ FORBIDDEN_SYMBOL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^syscall$|^thrd_create$|^timer_create$|^clone3?$|^mmap|^mprotect$", "raw system calls, threads, timers or memory maps"),
         (r"^fopen|^open$|^open64$|^openat|^creat$|^std::basic_[io]?fstream|^std::basic_filebuf", "reading or writing files"),
         (r"tls_set_dispatch_key|^c10::impl::tls_", "dispatcher state"),
+        # The child's pipe to the parent and the outside clock's socket are descriptors of the candidate's
+        # process: reading, writing, duplicating or closing a descriptor is how forged messages are sent.
+        (r"^(__libc_|__)?(write|writev|pwrite(64)?|pwritev2?|send|sendto|sendmsg|sendmmsg|read|readv|pread(64)?"
+         r"|preadv2?|recv|recvfrom|recvmsg|recvmmsg|close|close_range|closefrom|shutdown|dup[23]?|fcntl(64)?"
+         r"|ioctl|socketpair|pipe2?|splice|tee|vmsplice|sendfile(64)?|copy_file_range|getsockopt|setsockopt"
+         r"|getsockname|getpeername|fdopen|dprintf|vdprintf|freopen(64)?|prctl)(_nocancel)?$"
+         r"|^io_uring_|^epoll_|__gnu_cxx::stdio_(sync_)?filebuf|^std::__basic_file", "file descriptor I/O"),
     )
 )
 

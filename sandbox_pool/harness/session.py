@@ -13,6 +13,7 @@ then goes on on the CPU (`judge`), so what it did stays a verdict, never an infr
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 POLL_S = 0.05
 """How often a waiting session looks whether it was preempted."""
+END_TIMEOUT_S = 10.0
+"""How long the child's `done` may take after its last step (its harness sends it at once)."""
 
 T = TypeVar("T")
 
@@ -226,8 +229,10 @@ class CandidateSession:
         elif event == "print":
             return self.on_print(message)
         elif event == "timing":
-            self._end_exclusive()
             verdict = self.on_timing(message)
+            if verdict:  # the device still this child's alone: nothing it does until its end touches another's timing
+                verdict = await self.ends_cleanly(None)
+            self._end_exclusive()
             await self.lease.release()
             return verdict
         return None
@@ -293,8 +298,29 @@ class CandidateSession:
             verify.log = (verify.log + f"\n{trials}/{trials} trials match"
                           + (f"; influence residuals {ratios}" if ratios else "") + self._cpu_note()).strip()
             if not self.prepared.timing_draws:
-                return True
+                await self._go_on()
+                return await self.ends_cleanly(verify)
         return None
+
+    async def ends_cleanly(self, verify: StageOutcome | None) -> bool:
+        """Whether the child's next message is its `done`, which its harness sends straight after the last step.
+        Anything else means the candidate's code sent messages of its own (say, a `timing` report of its choosing
+        from inside its last timed call: the harness's own messages for that call would follow it)."""
+        assert self.child is not None
+        try:
+            event = (await self.child.receive(time.monotonic() + END_TIMEOUT_S)).get("event")
+        except ChildTimeout:
+            event = "nothing"
+        except ChildEnded:
+            event = "an exit"
+        if event == "done":
+            return True
+        problem = f"the evaluation protocol was not followed ({event!r} after the last step, where its end was due)"
+        if verify is None:
+            return self.timing_violation(problem)
+        verify.ok = False
+        fail(self.result, EvalStatus.VIOLATION, problem, [problem])
+        return False
 
     def _check_trial(self, k: int, layout: Any) -> str | None:
         (outputs, mismatch), on_cpu = judge(self.run_.ev.device, self._read_and_compare, k, layout)
@@ -372,13 +398,19 @@ class CandidateSession:
         problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
         if len(self.prints_checked) != len(self.prepared.timing_draws):
             problems.append("the timing protocol was not followed (timed outputs not all checked)")
-        profile = self.run_.stage("profile", ok=not problems)
-        if problems:
-            fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
-            return False
-        stats = timing_stats([float(s) for s in message["samples_us"]])
+        samples = _samples(message.get("samples_us"), len(self.prepared.timing_draws))
+        if samples is None:
+            problems.append("the timing protocol was not followed (a malformed timing report)")
         assert self.child is not None
         self.child.clock.drain()
+        tampered = self.child.clock.tampering(len(self.prepared.timing_draws))
+        if tampered:
+            problems.append(tampered)
+        profile = self.run_.stage("profile", ok=not problems)
+        if problems or samples is None:
+            fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
+            return False
+        stats = timing_stats(samples)
         bound = self.child.clock.bound()
         if bound is not None and too_fast(stats.median_us, bound):
             return self.timing_violation(
@@ -395,6 +427,15 @@ class CandidateSession:
                        + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
         return True
+
+
+def _samples(value: Any, calls: int) -> list[float] | None:
+    """The timed calls' times a child reported: one finite, non-negative number per planned call, else None."""
+    if not isinstance(value, list) or len(value) != calls:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in value):
+        return None
+    return [float(v) for v in value]
 
 
 def split_log(split: Any) -> str:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.sandbox_pool.harness.compiler.diagnostics import summarize_compiler_output
 from cuda_agent.sandbox_pool.harness.compiler.jail import Jail, jail_for, toolchain_paths
 from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
+from cuda_agent.sandbox_pool.harness.compiler.symbols import prescan
 from cuda_agent.sandbox_pool.harness.compiler import glue
 from cuda_agent.sandbox_pool.harness.compiler.toolchain import CXX_STD, Toolchain, detect_toolchain
 
@@ -139,7 +140,12 @@ class _Build:
             raise _CompileFailed("\n".join(f.log for f in failures), timed_out)  # type: ignore[union-attr]
         linked = [o for o in objects if isinstance(o, Path)]
         self.objects = [o for u, o in zip(units, linked) if u.startswith("kernels/")]
-        return await self.link(linked)
+        # The objects' machine-code scan (symbols.prescan, ~0.5 s for a large unit) runs while they link;
+        # its outcome is cached beside them for the symbol check. A failure here is that check's to report.
+        link, _ = await asyncio.gather(self.link(linked), prescan(self.objects), return_exceptions=True)
+        if isinstance(link, BaseException):
+            raise link
+        return link
 
     async def compile_unit(self, stage: Path, path: str) -> Path:
         compiler, flags = _unit_flags(self.tc, path)

@@ -3,12 +3,22 @@
 The policy is applied to the object files, not to the linked module: the libraries that we link
 (torch, the CUDA runtime, which nvcc's toolchain may link statically) are trusted and may use
 files or system calls themselves; what the candidate's own code references is what matters.
+
+A system call needs no symbol: inline assembly can make one. So each object's host machine code is
+also disassembled (objdump) for system call instructions; no kernel or binding needs one (the
+libraries they call make theirs). The disassembly of a large unit takes ~0.5 s, so its outcome is
+kept beside the object in the content-addressed build cache (`<object>.calls`), made while the
+builder links (`prescan`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import shutil
+import tempfile
+from pathlib import Path
 
 from cuda_agent.errors import InfraError
 from cuda_agent.sandbox_pool.harness.policy import symbol_violations
@@ -18,16 +28,7 @@ _UNDEFINED = ("U", "w", "v")
 
 
 async def _nm(path: str) -> str:
-    nm = shutil.which("nm")
-    if nm is None:
-        raise InfraError("`nm` (binutils) not found; install binutils")
-    proc = await asyncio.create_subprocess_exec(
-        nm, "-C", path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise InfraError(f"nm failed on {path}: {err.decode()[:500]}")
-    return out.decode(errors="replace")
+    return await _run("nm", "-C", path)
 
 
 def _parse(listing: str) -> tuple[set[str], set[str]]:
@@ -57,5 +58,83 @@ async def external_symbols(object_paths: list[str]) -> list[str]:
 
 
 async def check_object_symbols(object_paths: list[str]) -> list[str]:
-    """Violations of the symbol policy by the candidate's compiled objects."""
-    return symbol_violations(await external_symbols(object_paths))
+    """Violations of the symbol policy by the candidate's compiled objects, system call instructions included."""
+    listed, scans = await asyncio.gather(external_symbols(object_paths), prescan(object_paths))
+    return sorted(set(symbol_violations(listed)) | {v for found in scans for v in found})
+
+
+# x86-64 `syscall`, `sysenter`, `int $0x80`; aarch64 `svc`: after objdump's "<address>:<tab>".
+_SYSTEM_CALL = re.compile(r"^[ \t]*[0-9a-f]+:[ \t]+(syscall|sysenter|int[ \t]+\$0x80|svc)\b", re.MULTILINE)
+_FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$", re.MULTILINE)
+
+
+async def prescan(object_paths: list[str] | list[Path]) -> list[list[str]]:
+    """Per object, its system call instructions as violations (cached beside the object)."""
+    return list(await asyncio.gather(*(_system_calls(str(p)) for p in object_paths)))
+
+
+async def _system_calls(path: str) -> list[str]:
+    memo = Path(f"{path}.calls")
+    try:
+        return [line for line in memo.read_text().splitlines() if line]
+    except OSError:
+        pass
+    try:
+        found = _system_call_violations(await _disassembly(path))
+    except TimeoutError:
+        found = [f"the extension's machine code could not be scanned within {SCAN_TIMEOUT_S:.0f} s"]
+    try:  # written whole or not at all; a read-only cache just scans again next time
+        tmp = memo.with_name(f"{memo.name}.{os.getpid()}")
+        tmp.write_text("".join(f"{v}\n" for v in found))
+        os.replace(tmp, memo)
+    except OSError:
+        pass
+    return found
+
+
+_ONE_TEXT = "SECTIONS { .text : { *(.text .text.*) } }\n"
+SCAN_TIMEOUT_S = 120.0
+
+
+async def _disassembly(path: str) -> str:
+    """objdump's disassembly of the object's code. A C++ unit keeps every inline function in a section
+    of its own (thousands), which GNU objdump handles in time quadratic in their number (41 s for one
+    2.6 MB binding unit), so a copy with them merged into one `.text` is disassembled (0.3 s)."""
+    with tempfile.TemporaryDirectory(prefix="cuda_agent_scan_") as tmp:
+        script, ungrouped, merged = Path(tmp, "one_text.ld"), Path(tmp, "ungrouped.o"), Path(tmp, "merged.o")
+        script.write_text(_ONE_TEXT)
+        target = path
+        try:
+            await _run("objcopy", "-R", ".group", path, str(ungrouped))
+            await _run("ld", "-r", "-T", str(script), "-o", str(merged), str(ungrouped))
+            target = str(merged)
+        except InfraError:
+            pass  # an object these tools cannot merge is disassembled as it is
+        async with asyncio.timeout(SCAN_TIMEOUT_S):  # an honest unit takes well under a second
+            return await _run("objdump", "-d", "--no-show-raw-insn", target)
+
+
+def _system_call_violations(listing: str) -> list[str]:
+    found = []
+    for match in _SYSTEM_CALL.finditer(listing):
+        functions = _FUNCTION.findall(listing, 0, match.start())
+        where = functions[-1] if functions else "?"
+        found.append(f"the extension makes system calls itself (`{match.group(1)}` in {where}; "
+                     "call the library functions your kernels need instead)")
+    return sorted(set(found))
+
+
+async def _run(tool: str, *args: str) -> str:
+    exe = shutil.which(tool)
+    if exe is None:
+        raise InfraError(f"`{tool}` (binutils) not found; install binutils")
+    proc = await asyncio.create_subprocess_exec(exe, *args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await proc.communicate()
+    except asyncio.CancelledError:  # timed out: no tool left running
+        proc.kill()
+        raise
+    if proc.returncode != 0:
+        raise InfraError(f"{tool} failed on {args[-1]}: {err.decode()[:500]}")
+    return out.decode(errors="replace")

@@ -79,3 +79,50 @@ def test_outside_stamps_bracket_the_call_not_the_cache_flush() -> None:
     out, t_us, host_us = timer.time_call(lambda x: order.append("call") or x, [7], edge=order.append)
     assert out == 7 and t_us == host_us > 0
     assert order == ["flush", "s", "call", "e"]
+
+
+# -- stamps the harness did not send: the candidate's code can reach the socket too ---------------------------
+def _honest_stamps(calls: int = 4):
+    ours, theirs = clock.pair()
+    outside = clock.OutsideClock(ours)
+    _stamp_calls(theirs, "n", [0.0] * clock.NULL_CALLS)
+    _stamp_calls(theirs, "c", [0.0] * calls)
+    return outside, theirs
+
+
+def test_an_honest_childs_stamps_show_no_tampering() -> None:
+    outside, theirs = _honest_stamps()
+    outside.drain()
+    assert outside.tampering(4) is None and outside.bound() is not None
+
+
+def test_without_the_null_calls_stamps_the_clock_is_unavailable_not_tampered() -> None:
+    ours, theirs = clock.pair()  # e.g. a kernel without send timestamps: nothing arrives before candidate code
+    outside = clock.OutsideClock(ours)
+    outside.drain()
+    assert outside.tampering(4) is None and outside.bound() is None
+
+
+def _forged(action) -> str | None:  # noqa: ANN001
+    outside, theirs = _honest_stamps(calls=3)
+    action(theirs)
+    outside.drain()
+    return outside.tampering(4)  # the harness planned 4 calls
+
+
+def test_a_closed_or_shut_socket_is_tampering() -> None:
+    # the fourth call's stamps never arrive: before 2026-12-04 that only switched the bound off
+    assert "stamp e:c:3 missing" in _forged(lambda sock: sock.close())
+    assert "missing" in _forged(lambda sock: sock.shutdown(2))
+
+
+def test_a_stamp_sent_twice_or_out_of_the_protocol_is_tampering() -> None:
+    # a call's two stamps sent back to back: its outside window ~0, which made the bound ~0 (no check)
+    twice = _forged(lambda sock: (clock.mark(sock, "s", "c", 0), clock.mark(sock, "e", "c", 0),
+                                  clock.mark(sock, "s", "c", 3), clock.mark(sock, "e", "c", 3)))
+    assert "s:c:0 sent twice" in twice
+    assert "malformed" in _forged(lambda sock: (sock.send(b"s:c:03"), clock.mark(sock, "s", "c", 3),
+                                                  clock.mark(sock, "e", "c", 3)))
+    assert "not one of the calls'" in _forged(lambda sock: [clock.mark(sock, e, "c", k) for k in (3, 99) for e in "se"])
+    assert "ended before it started" in _forged(lambda sock: (clock.mark(sock, "e", "c", 3), time.sleep(0.001),
+                                                              clock.mark(sock, "s", "c", 3)))

@@ -173,6 +173,51 @@ KERNEL_CHEATS = {
         static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
         REGISTER_BINDING(f, reg);
     """,
+    # The child's pipe to the parent and the outside clock's socket are the candidate process's descriptors:
+    # writing, closing or reaching them by a raw system call is how messages and stamps are forged.
+    "forge_by_write": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include <unistd.h>
+        #include "../binding_registry.h"
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+          for (int fd = 3; fd < 64; ++fd) (void)!write(fd, "\\0\\0\\0\\2{}", 6);
+          return x;
+        }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "close_the_clock": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include <unistd.h>
+        #include "../binding_registry.h"
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { for (int fd = 3; fd < 64; ++fd) close(fd); return x; }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "forge_by_inline_system_call": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include "../binding_registry.h"
+        static long raw_write(long fd, const void* buf, long n) {
+          long ret = 0;
+        #if defined(__x86_64__)
+          asm volatile("syscall" : "=a"(ret) : "a"(1L), "D"(fd), "S"(buf), "d"(n) : "rcx", "r11", "memory");
+        #else
+          register long x8 asm("x8") = 64, x0 asm("x0") = fd, x1 asm("x1") = (long)buf, x2 asm("x2") = n;
+          asm volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+          ret = x0;
+        #endif
+          return ret;
+        }
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+          for (int fd = 3; fd < 64; ++fd) raw_write(fd, "x", 1);
+          return x;
+        }
+        static void reg(pybind11::module& m) { m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
     "python_from_cpp": """
         #include <torch/types.h>
         #include <torch/csrc/utils/pybind.h>
@@ -208,6 +253,19 @@ def test_symbol_policy_catches_aten_even_without_source_patterns(evaluate_cpu) -
     assert result.stages["static_check"].ok is True
     assert result.stages["compile"].ok is False
     assert any("addcmul" in v for v in result.violations)
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("forge_by_write", "imports write (file descriptor I/O)"),
+    ("close_the_clock", "imports close (file descriptor I/O)"),
+    ("forge_by_inline_system_call", "makes system calls itself"),
+])
+def test_reaching_the_harness_descriptors_is_refused_at_the_build(evaluate_cpu, name: str, says: str) -> None:
+    """No source pattern names these (the harness's own sockets are reached by descriptor number, the system
+    call by an instruction): the built objects' symbols and machine code do."""
+    result = evaluate_cpu(HONEST, textwrap.dedent(KERNEL_CHEATS[name]))
+    assert result.stages["static_check"].ok is True
+    assert result.status is EvalStatus.VIOLATION and any(says in v for v in result.violations), result.violations
 
 
 def test_harness_infrastructure_files_are_never_taken_from_the_candidate(evaluate_cpu) -> None:

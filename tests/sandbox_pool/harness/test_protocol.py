@@ -104,23 +104,80 @@ def build_cache(tmp_path_factory) -> Path:
 ], ids=["done_at_construction", "warm_at_construction", "last_trial_first", "setup_error_at_construction",
         "draw_error_at_first_call"])
 def test_forged_messages_are_a_violation(build_cache: Path, monkeypatch, when: str, message: dict) -> None:
-    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
+    from cuda_agent.sandbox_pool.harness import EvalStatus
+
+    result = _evaluate_forging(build_cache, monkeypatch, _forging(when, message), profile=False)
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+    assert "protocol was not followed" in (result.error or ""), result.error
+
+
+def test_a_message_after_the_last_step_is_a_violation(build_cache: Path, monkeypatch) -> None:
+    """The outputs of the 7th (last) trial are freed after the harness reported that trial, and their
+    deleter, the candidate's code, forges a message: the parent waits for the child's `done` and finds
+    it instead (before 2026-12-04 the parent stopped listening at the last step, so a `timing` report of
+    the candidate's choosing, sent this way after the last timed call, would have been its verdict)."""
+    from cuda_agent.sandbox_pool.harness import EvalStatus
+
+    forged = json.dumps(json.dumps({"event": "timing", "samples_us": [1.0] * 30}))
+    model_new = _touching_the_clock("", "").replace(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        f"return cuda_extension.forge_when_freed(cuda_extension.scale_bias(x, self.scale, self.bias), {forged}, 7)")
+    result = _evaluate_forging(build_cache, monkeypatch, model_new, profile=False)
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+    assert "'timing' after the last step, where its end was due" in result.error, result.error
+
+
+def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: bool):  # noqa: ANN001, ANN202
+    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
     from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
     from cuda_agent.sandbox_pool.harness.static_check import StaticCheckReport
 
     async def no_symbol_check(objects):  # noqa: ANN001, ANN202
         return []
 
-    # The static and symbol checks would refuse forge.cpp (sockets, raw writes): let it through.
+    # The symbol check refuses forge.cpp (raw writes, socket options, closing descriptors: before 2026-12-04
+    # it did not; test_hacks.py::test_reaching_the_harness_descriptors_is_refused_at_the_build): let it
+    # through to try the checks behind it.
     monkeypatch.setattr(evaluator_mod, "check_candidate", lambda files: StaticCheckReport())
     monkeypatch.setattr(evaluator_mod, "check_object_symbols", no_symbol_check)
-    job = EvalJob(problem_src=PROBLEM, files={**FILES, "model_new.py": _forging(when, message)}, device="cpu",
-                  options=EvalOptions(profile=False, seed=5))
+    job = EvalJob(problem_src=PROBLEM, files={**FILES, "model_new.py": model_new}, device="cpu",
+                  options=EvalOptions(profile=profile, seed=5))
 
     async def evaluate():  # noqa: ANN202
         async with Evaluator(EvaluatorConfig(device="cpu", cache_dir=build_cache)) as evaluator:
             return await evaluator.evaluate(job)
 
-    result = asyncio.run(evaluate())
+    return asyncio.run(evaluate())
+
+
+def _touching_the_clock(init: str, forward: str) -> str:
+    """model_new.py: the honest kernel, with `init` run at construction and `forward` before every call."""
+    return textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        import cuda_extension
+
+
+        class ModelNew(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(dim))
+                self.bias = nn.Parameter(torch.zeros(dim))
+        """) + (f"        {init}\n" if init else "") + "\n    def forward(self, x):\n" + \
+        (f"        {forward}\n" if forward else "") + \
+        "        return cuda_extension.scale_bias(x, self.scale, self.bias)\n"
+
+
+@pytest.mark.parametrize(("init", "forward", "says"), [
+    # no stamps from the timed calls: before 2026-12-04 the outside bound was simply off
+    ("cuda_extension.close_clock()", "", "missing"),
+    # call 0's window sent again at every call, the last one ~0 long: before, the bound was ~0 (no check)
+    ("", "cuda_extension.stamp('s:c:0') + cuda_extension.stamp('e:c:0')", "sent twice"),
+], ids=["clock_closed", "window_resent"])
+def test_a_candidate_that_touches_the_outside_clock_is_a_violation(build_cache: Path, monkeypatch, init: str,
+                                                                  forward: str, says: str) -> None:
+    from cuda_agent.sandbox_pool.harness import EvalStatus
+
+    result = _evaluate_forging(build_cache, monkeypatch, _touching_the_clock(init, forward), profile=True)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
-    assert "protocol was not followed" in (result.error or ""), result.error
+    assert "outside clock was tampered with" in result.error and says in result.error, result.error
