@@ -259,8 +259,9 @@ class CandidateSession:
             raise InfraError(f"the evaluation child could not start: {detail}")
         if message.get("stage") == "draw":
             raise ProblemError(f"get_inputs() failed in the evaluation child: {detail}")
-        if message.get("violations"):
-            fail(self.result, EvalStatus.VIOLATION, message["violations"][0], message["violations"])
+        violations = _listed(message.get("violations"))
+        if violations:
+            fail(self.result, EvalStatus.VIOLATION, violations[0], violations)
         elif message.get("stage") in ("load", "construct"):
             fail(self.result, EvalStatus.LOAD_ERROR, f"model_new.py could not be loaded: {detail}")
         else:
@@ -268,7 +269,7 @@ class CandidateSession:
 
     async def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
         k = int(message["k"])  # the one due (`Protocol`)
-        problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
+        problems = _listed(message.get("violations")) + _listed(message.get("type_errors"))
         if message.get("input_mutated") and not self.prepared.reference_mutates_inputs:
             problems.append("forward modified its inputs in place")
         if problems:
@@ -395,7 +396,7 @@ class CandidateSession:
         return False
 
     def on_timing(self, message: dict[str, Any]) -> bool:
-        problems = list(message.get("violations") or []) + list(message.get("type_errors") or [])
+        problems = _listed(message.get("violations")) + _listed(message.get("type_errors"))
         if len(self.prints_checked) != len(self.prepared.timing_draws):
             problems.append("the timing protocol was not followed (timed outputs not all checked)")
         samples = _samples(message.get("samples_us"), len(self.prepared.timing_draws))
@@ -421,12 +422,26 @@ class CandidateSession:
         checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
         profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs, the outputs of {checked} checked "
                        f"(chosen at random, secret); median {stats.median_us:.1f} us; "
-                       f"host floor {message.get('host_floor_us', 0):.1f} us; timed by the host clock: "
-                       f"{message.get('host_fallbacks', 0)}; L2 reset: {message.get('l2_reset')}; outside-process bound: "
+                       f"host floor {_number(message.get('host_floor_us')):.1f} us; timed by the host clock: "
+                       f"{str(message.get('host_fallbacks', 0))[:20]}; L2 reset: {str(message.get('l2_reset'))[:20]}; outside-process bound: "
                        + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
-                       + f"; timed loop {float(message.get('wall_s') or 0):.3f} s, "
+                       + f"; timed loop {_number(message.get('wall_s')):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
         return True
+
+
+def _listed(value: Any) -> list[str]:
+    """A list of strings a child sent (violations, type errors); a value of another shape is itself one."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        return ["the evaluation protocol was not followed (a malformed message)"]
+    return [str(v)[:1000] for v in value]
+
+
+def _number(value: Any) -> float:
+    """A number a child sent for a log line only; NaN when it is not one."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
 def _samples(value: Any, calls: int) -> list[float] | None:

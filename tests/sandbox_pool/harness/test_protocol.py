@@ -101,8 +101,10 @@ def build_cache(tmp_path_factory) -> Path:
     # A harness or problem failure (no reward, the sample left out of training) claimed by candidate code:
     ("init", {"event": "error", "stage": "setup", "kind": "RuntimeError", "message": "CUDA unavailable"}),
     ("forward", {"event": "error", "stage": "draw", "kind": "RuntimeError", "message": "get_inputs failed"}),
+    # a field of the wrong shape: it raised in the parent (no verdict, the sample left out) before 2026-12-04
+    ("forward", {"event": "trial", "k": 0, "violations": 5, "layout": []}),
 ], ids=["done_at_construction", "warm_at_construction", "last_trial_first", "setup_error_at_construction",
-        "draw_error_at_first_call"])
+        "draw_error_at_first_call", "malformed_trial"])
 def test_forged_messages_are_a_violation(build_cache: Path, monkeypatch, when: str, message: dict) -> None:
     from cuda_agent.sandbox_pool.harness import EvalStatus
 
