@@ -57,9 +57,14 @@ def compare_outputs(out: list[Any], ref: list[Any], atol: float, rtol: float) ->
 
 def _compare_one(o: Any, r: Any, atol: float, rtol: float) -> str | None:
     if not isinstance(r, torch.Tensor):
-        if isinstance(o, torch.Tensor) or abs(float(o) - float(r)) > atol + rtol * abs(float(r)):
-            return f"expected {r!r}, got {o!r}"
-        return None
+        if isinstance(o, torch.Tensor):
+            return f"expected {r!r}, got a tensor"
+        if isinstance(o, (int, float)) and isinstance(r, (int, float)):
+            o_f, r_f = float(o), float(r)  # a NaN matches only a NaN (it used to match anything)
+            close = abs(o_f - r_f) <= atol + rtol * abs(r_f) or (math.isnan(o_f) and math.isnan(r_f))
+        else:  # None, a string: equal or not (float() of them raised in the parent: no verdict)
+            close = o == r
+        return None if close else f"expected {r!r}, got {o!r}"
     if type(o) is not torch.Tensor:
         return f"expected a torch.Tensor, got {type(o).__name__}"
     if o.dtype != r.dtype:

@@ -92,6 +92,11 @@ def test_compare_semantics() -> None:
     assert compare_outputs([torch.tensor([1.005, float("nan"), 100.9])], ref, 1e-2, 1e-2) is None
     assert compare_outputs([torch.tensor([1.05, float("nan"), 100.0])], ref, 1e-2, 1e-2)
     assert "dtype" in compare_outputs([ref[0].double()], ref, 1e-2, 1e-2)
+    # Python scalars: a NaN matched any number, and None (a layout's value may be null) raised in the parent
+    assert compare_outputs([2.504], [2.5], 1e-2, 1e-2) is None and compare_outputs([None], [None], 1e-2, 1e-2) is None
+    assert "got nan" in compare_outputs([float("nan")], [2.5], 1e-2, 1e-2)
+    assert "got None" in compare_outputs([None], [2.5], 1e-2, 1e-2)
+    assert "got a tensor" in compare_outputs([torch.ones(2)], [2.5], 1e-2, 1e-2)
 
 
 def test_compiler_environment_is_minimal(monkeypatch, tmp_path) -> None:
