@@ -28,7 +28,11 @@ _UNDEFINED = ("U", "w", "v")
 
 
 async def _nm(path: str) -> str:
-    return await _run("nm", "-C", path)
+    try:
+        async with asyncio.timeout(SCAN_TIMEOUT_S):
+            return await _run("nm", "-C", path)
+    except TimeoutError:
+        raise UnreadableObject(f"nm did not finish within {SCAN_TIMEOUT_S:.0f} s") from None
 
 
 def _parse(listing: str) -> tuple[set[str], set[str]]:
@@ -57,9 +61,22 @@ async def external_symbols(object_paths: list[str]) -> list[str]:
     return sorted(undefined - defined)
 
 
+class UnreadableObject(Exception):
+    """nm or objdump failed on one of the candidate's objects (a missing tool is an `InfraError` instead)."""
+
+
 async def check_object_symbols(object_paths: list[str]) -> list[str]:
-    """Violations of the symbol policy by the candidate's compiled objects, system call instructions included."""
-    listed, scans = await asyncio.gather(external_symbols(object_paths), prescan(object_paths))
+    """Violations of the symbol policy by the candidate's compiled objects, system call instructions included.
+
+    An object the binutils cannot read is a violation, not an infrastructure failure: the candidate's source
+    shapes its objects (inline assembly, section directives), and an error here would leave it without a -1."""
+    listed, scans = await asyncio.gather(external_symbols(object_paths), prescan(object_paths),
+                                         return_exceptions=True)  # both finish: no tool left running
+    for outcome in (listed, scans):
+        if isinstance(outcome, UnreadableObject):
+            return [f"the extension's objects cannot be checked ({outcome})"]
+        if isinstance(outcome, BaseException):
+            raise outcome
     return sorted(set(symbol_violations(listed)) | {v for found in scans for v in found})
 
 
@@ -108,7 +125,7 @@ async def _disassembly(path: str) -> str:
             await _run("objcopy", "-R", ".group", path, str(ungrouped))
             await _run("ld", "-r", "-T", str(script), "-o", str(merged), str(ungrouped))
             target = str(merged)
-        except InfraError:
+        except UnreadableObject:
             pass  # an object these tools cannot merge is disassembled as it is
         async with asyncio.timeout(SCAN_TIMEOUT_S):  # an honest unit takes well under a second
             return await _run("objdump", "-d", "--no-show-raw-insn", target)
@@ -136,5 +153,5 @@ async def _run(tool: str, *args: str) -> str:
         proc.kill()
         raise
     if proc.returncode != 0:
-        raise InfraError(f"{tool} failed on {args[-1]}: {err.decode()[:500]}")
+        raise UnreadableObject(f"{tool} failed on {Path(args[-1]).name}: {err.decode(errors='replace')[:300]}")
     return out.decode(errors="replace")
