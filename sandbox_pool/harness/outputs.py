@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from typing import Any
 
 import torch
@@ -56,13 +57,15 @@ def read_outputs(path: str, layout: Any, device: str, region: OutputRegion | Non
         if region is None or region.nbytes == 0:
             raise OutputFormatError("the output layout names a shared region this evaluation does not have")
         return [_read_shared(region, entry, device) for entry in entries]
-    try:
-        handle = open(path, "rb")
+    try:  # the child owns its work folder: no link followed, no wait on a FIFO or a device it put there
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        raise OutputFormatError("the output file is missing") from None
-    with handle:
-        size = os.fstat(handle.fileno()).st_size
-        return [_read_one(handle, entry, size, device) for entry in entries]
+        raise OutputFormatError("the output file is missing (or a link)") from None
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise OutputFormatError("the output file is not a regular file")
+        return [_read_one(handle, entry, status.st_size, device) for entry in entries]
 
 
 def layout_mismatch(entries: list[TensorLayout], expected: list[Any]) -> str | None:

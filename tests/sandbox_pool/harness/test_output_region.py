@@ -94,6 +94,33 @@ def test_a_layout_of_other_outputs_than_the_references_is_wrong_and_not_read(lay
         read_outputs("/nonexistent", layout, "cpu", expected=[torch.zeros(4), 2.5])
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_an_output_file_the_child_made_special_is_a_format_error_not_a_wait(tmp_path, kind: str) -> None:
+    """The child owns its work folder: a FIFO there made the parent's open() wait for a writer forever
+    (before 2026-12-04), and a link could point anywhere."""
+    import threading
+
+    path = tmp_path / "out_0.bin"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        (tmp_path / "real.bin").write_bytes(b"\0" * 16)
+        path.symlink_to(tmp_path / "real.bin")
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_outputs(str(path), [{"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16}], "cpu")
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert outcome and isinstance(outcome[0], OutputFormatError), outcome
+
+
 def test_a_shared_layout_without_a_region_is_a_format_error() -> None:
     entry = {"dtype": "float32", "shape": [4], "offset": 0, "nbytes": 16, "shared": True}
     with pytest.raises(OutputFormatError, match="does not have"):
