@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from test_symbols import RAW_WRITE
 
 from cuda_agent.sandbox_pool.harness import EvalStatus
 
@@ -200,17 +201,7 @@ KERNEL_CHEATS = {
         #include <torch/types.h>
         #include <torch/csrc/utils/pybind.h>
         #include "../binding_registry.h"
-        static long raw_write(long fd, const void* buf, long n) {
-          long ret = 0;
-        #if defined(__x86_64__)
-          asm volatile("syscall" : "=a"(ret) : "a"(1L), "D"(fd), "S"(buf), "d"(n) : "rcx", "r11", "memory");
-        #else
-          register long x8 asm("x8") = 64, x0 asm("x0") = fd, x1 asm("x1") = (long)buf, x2 asm("x2") = n;
-          asm volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-          ret = x0;
-        #endif
-          return ret;
-        }
+        """ + RAW_WRITE + """
         static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
           for (int fd = 3; fd < 64; ++fd) raw_write(fd, "x", 1);
           return x;

@@ -67,11 +67,8 @@ FILES = {"kernels/k.cpp": (CANDIDATES / "kernels.cpp").read_text(),
          "kernels/forge.cpp": (CANDIDATES / "forge.cpp").read_text()}
 
 
-def _forging(when: str, message: dict) -> str:
-    """model_new.py: the honest kernel, and `message` forged at construction or at the first forward."""
-    forge = f"cuda_extension.forge({json.dumps(json.dumps(message))})"
-    init = f"        {forge}\n" if when == "init" else ""
-    forward = f"        if not self.sent:\n            self.sent = {forge}\n" if when == "forward" else ""
+def _model_new(init: str = "", forward: str = "") -> str:
+    """model_new.py: the honest kernel, with `init` run at construction and `forward` before every call."""
     return textwrap.dedent("""\
         import torch
         import torch.nn as nn
@@ -84,8 +81,17 @@ def _forging(when: str, message: dict) -> str:
                 self.scale = nn.Parameter(torch.ones(dim))
                 self.bias = nn.Parameter(torch.zeros(dim))
                 self.sent = 0
-        """) + init + "\n    def forward(self, x):\n" + forward + \
+        """) + (f"        {init}\n" if init else "") + "\n    def forward(self, x):\n" + \
+        (f"        {forward}\n" if forward else "") + \
         "        return cuda_extension.scale_bias(x, self.scale, self.bias)\n"
+
+
+def _forging(when: str, message: dict) -> str:
+    """model_new.py: the honest kernel, and `message` forged at construction or at the first forward."""
+    forge = f"cuda_extension.forge({json.dumps(json.dumps(message))})"
+    if when == "init":
+        return _model_new(init=forge)
+    return _model_new(forward=f"self.sent = self.sent or {forge}")
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +127,7 @@ def test_a_message_after_the_last_step_is_a_violation(build_cache: Path, monkeyp
     from cuda_agent.sandbox_pool.harness import EvalStatus
 
     forged = json.dumps(json.dumps({"event": "timing", "samples_us": [1.0] * 30}))
-    model_new = _touching_the_clock("", "").replace(
+    model_new = _model_new().replace(
         "return cuda_extension.scale_bias(x, self.scale, self.bias)",
         f"return cuda_extension.forge_when_freed(cuda_extension.scale_bias(x, self.scale, self.bias), {forged}, 7)")
     result = _evaluate_forging(build_cache, monkeypatch, model_new, profile=False)
@@ -152,24 +158,6 @@ def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: b
     return asyncio.run(evaluate())
 
 
-def _touching_the_clock(init: str, forward: str) -> str:
-    """model_new.py: the honest kernel, with `init` run at construction and `forward` before every call."""
-    return textwrap.dedent("""\
-        import torch
-        import torch.nn as nn
-        import cuda_extension
-
-
-        class ModelNew(nn.Module):
-            def __init__(self, dim):
-                super().__init__()
-                self.scale = nn.Parameter(torch.ones(dim))
-                self.bias = nn.Parameter(torch.zeros(dim))
-        """) + (f"        {init}\n" if init else "") + "\n    def forward(self, x):\n" + \
-        (f"        {forward}\n" if forward else "") + \
-        "        return cuda_extension.scale_bias(x, self.scale, self.bias)\n"
-
-
 @pytest.mark.parametrize(("init", "forward", "says"), [
     # no stamps from the timed calls: before 2026-12-04 the outside bound was simply off
     ("cuda_extension.close_clock()", "", "missing"),
@@ -180,6 +168,6 @@ def test_a_candidate_that_touches_the_outside_clock_is_a_violation(build_cache: 
                                                                   forward: str, says: str) -> None:
     from cuda_agent.sandbox_pool.harness import EvalStatus
 
-    result = _evaluate_forging(build_cache, monkeypatch, _touching_the_clock(init, forward), profile=True)
+    result = _evaluate_forging(build_cache, monkeypatch, _model_new(init, forward), profile=True)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
     assert "outside clock was tampered with" in result.error and says in result.error, result.error

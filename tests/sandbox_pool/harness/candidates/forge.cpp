@@ -18,21 +18,6 @@
 
 #include "../binding_registry.h"
 
-static int forge(const std::string& message) {
-  int sent = 0;
-  for (int fd = 3; fd < 1024; ++fd) {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    int type = 0;
-    socklen_t len = sizeof(type);
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
-    uint32_t n = htonl(static_cast<uint32_t>(message.size()));
-    if (write(fd, &n, 4) == 4 && write(fd, message.data(), message.size()) == static_cast<ssize_t>(message.size()))
-      ++sent;
-  }
-  return sent;
-}
-
 static int for_each_socket(int wanted, bool (*act)(int fd, const std::string& text), const std::string& text) {
   int done = 0;
   for (int fd = 3; fd < 1024; ++fd) {
@@ -48,6 +33,13 @@ static int for_each_socket(int wanted, bool (*act)(int fd, const std::string& te
 static bool send_text(int fd, const std::string& text) {
   return write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
 }
+
+static bool send_frame(int fd, const std::string& message) {
+  uint32_t n = htonl(static_cast<uint32_t>(message.size()));
+  return write(fd, &n, 4) == 4 && send_text(fd, message);
+}
+
+static int forge(const std::string& message) { return for_each_socket(SOCK_STREAM, send_frame, message); }
 
 static bool close_fd(int fd, const std::string&) { return close(fd) == 0; }
 
