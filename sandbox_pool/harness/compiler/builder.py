@@ -140,7 +140,7 @@ class _Build:
             raise _CompileFailed("\n".join(f.log for f in failures), timed_out)  # type: ignore[union-attr]
         linked = [o for o in objects if isinstance(o, Path)]
         self.objects = [o for u, o in zip(units, linked) if u.startswith("kernels/")]
-        # The objects' machine-code scan (symbols.prescan, ~0.5 s for a large unit) runs while they link;
+        # The objects' machine-code scan (symbols.prescan, ~0.3 s for a large unit) runs while they link;
         # its outcome is cached beside them for the symbol check. A failure here is that check's to report.
         link, _ = await asyncio.gather(self.link(linked), prescan(self.objects), return_exceptions=True)
         if isinstance(link, BaseException):

@@ -6,7 +6,7 @@ files or system calls themselves; what the candidate's own code references is wh
 
 A system call needs no symbol: inline assembly can make one. So each object's host machine code is
 also disassembled (objdump) for system call instructions; no kernel or binding needs one (the
-libraries they call make theirs). The disassembly of a large unit takes ~0.5 s, so its outcome is
+libraries they call make theirs). The disassembly of a large unit takes ~0.3 s, so its outcome is
 kept beside the object in the content-addressed build cache (`<object>.calls`), made while the
 builder links (`prescan`).
 """
