@@ -345,7 +345,7 @@ class _Run:
             reason = "compile timed out" if build.timed_out else "compile failed"
             fail(self.result, EvalStatus.COMPILE_ERROR, f"{reason}: {build.log.splitlines()[0] if build.log else ''}")
             return None
-        violations = await check_object_symbols(build.objects)
+        violations = build.expanded_violations + await check_object_symbols(build.objects)
         if violations:
             outcome.ok = False
             outcome.log = "\n".join(violations)

@@ -88,7 +88,9 @@ FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\.attr\s*\(|getattr|hasattr|setattr|reinterpret_borrow|reinterpret_steal|py::globals|pybind11::globals"
          r"|py::module_?::|pybind11::module_?::|py::dict|py::object", "reaching Python objects from C++"),
         (r"dl_iterate_phdr|\bdladdr\b|\bdlvsym\b|\bdlinfo\b|link\.h", "inspecting loaded libraries"),
-        (r"\bsyscall\s*\(|thrd_create|timer_create|\bclone\s*\(", "raw system calls, threads or timers"),
+        # `x.clone()` and `torch::clone(x)` copy a tensor; libc's clone is also refused by symbol.
+        (r"\bsyscall\s*\(|thrd_create|timer_create|(?<![.>])(?<!at::)(?<!torch::)\bclone\s*\(",
+         "raw system calls, threads or timers"),
         (r"incbin|\bfopen\b|\bifstream\b|\bofstream\b|\bfstream\b|\bopenat?\s*\(", "reading or writing files"),
         (r"cudaCtxResetPersistingL2Cache|cudaStreamAttrValue|accessPolicyWindow|cudaLimitPersistingL2CacheSize", "L2 persistence control"),
     )

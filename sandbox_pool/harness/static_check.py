@@ -49,25 +49,35 @@ def check_candidate(files: dict[str, str]) -> StaticCheckReport:
         _check_model_new(files[CANDIDATE_ENTRY], report)
     for path, text in sorted(files.items()):
         if path.startswith("kernels/"):
-            code = _strip_comments(text)
-            for pattern, why in FORBIDDEN_SOURCE_PATTERNS:
-                match = pattern.search(code)
-                if match:
-                    line = code.count("\n", 0, match.start()) + 1
-                    report.violations.append(f"{path}:{line}: `{match.group(0)}` is not allowed ({why})")
+            report.violations += source_violations(path, _strip_comments(text))
             report.violations += _file_violations(path, text)
     return report
 
 
-_DIRECTIVE = re.compile(r"^\s*(?:#|%:)\s*(include_next|include|import|embed)\b\s*(.*)$")
-"""A file directive (`%:` is the digraph of `#`), on a logical line (continuations joined)."""
+def source_violations(path: str, code: str, line_numbers: list[int] | None = None, note: str = "") -> list[str]:
+    """The first match of each forbidden source pattern in `code` (comment-free text of `path`), as
+    the model should read it. `line_numbers[i]` is the source line of `code`'s line i (default: i + 1):
+    the compiler's expanded lines of a unit (expansion.py) are scanned with these same rules."""
+    found = []
+    for pattern, why in FORBIDDEN_SOURCE_PATTERNS:
+        match = pattern.search(code)
+        if match:
+            index = code.count("\n", 0, match.start())
+            line = line_numbers[index] if line_numbers else index + 1
+            found.append(f"{path}:{line}: `{match.group(0)[:80]}` is not allowed ({why}{note})")
+    return found
+
+
+_DIRECTIVE = re.compile(r"^\s*(?:#|%:)\s*(include_next|include|import|embed|line\b|(?=\d))\s*(.*)$")
+"""A file or line directive (`%:` is the digraph of `#`), on a logical line (continuations joined)."""
 _JOINED_LITERALS = re.compile(r'"\s*"')
 
 
 def _file_violations(path: str, text: str) -> list[str]:
     """Directives of kernel source `path` that would read a file outside the build folder: an
     absolute or escaping path, a computed include (a macro names the file), `#embed`, `#import`;
-    and `.incbin` spelled across adjacent string literals. The build folder holds the candidate's
+    and `.incbin` spelled across adjacent string literals. Line directives too: they would make the
+    compiler attribute the candidate's lines to another file. The build folder holds the candidate's
     kernels/ and the harness's files next to it (`#include "../binding_registry.h"`). Lines are
     read as the preprocessor reads them: comments are one space, continuations join lines. Macros
     can still assemble an operand from parts the source never spells out: the compiler's file
@@ -95,6 +105,8 @@ def _file_violations(path: str, text: str) -> list[str]:
 
 
 def _operand_violation(path: str, directive: str, operand: str) -> str | None:
+    if directive in ("line", ""):  # `#line 7 "f"` and GNU's `# 7 "f"`
+        return "a line directive: the build's expanded-source check reads which file each line is from"
     if directive in ("embed", "import"):
         return "reading files" if directive == "embed" else "not C++; use #include"
     if not operand or operand[0] not in "<\"":

@@ -62,6 +62,10 @@ async def compile_candidate(job: EvalJob, cache_dir: Path) -> CompileReply:
         return CompileReply(ok=False, log="rejected by the static check (not compiled):\n" + "\n".join(problems))
     kernels = {k: v for k, v in job.files.items() if k.startswith("kernels/")}
     build = await build_extension(kernels, job.device, cache_dir=cache_dir, timeout_s=job.options.compile_timeout_s)
+    if build.ok and build.expanded_violations:
+        return CompileReply(ok=False, log="rejected after macro expansion (the build refuses it):\n"
+                            + "\n".join(build.expanded_violations), duration_s=build.duration_s,
+                            units_compiled=build.units_compiled)
     return CompileReply(ok=build.ok, so_path=build.so_path, log=build.log, cached=build.cached,
                         duration_s=build.duration_s, units_compiled=build.units_compiled)
 

@@ -24,7 +24,7 @@ from cuda_agent.sandbox_pool.harness.compiler.diagnostics import summarize_compi
 from cuda_agent.sandbox_pool.harness.compiler.jail import Jail, jail_for, toolchain_paths
 from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
 from cuda_agent.sandbox_pool.harness.compiler.symbols import prescan
-from cuda_agent.sandbox_pool.harness.compiler import glue
+from cuda_agent.sandbox_pool.harness.compiler import expansion, glue
 from cuda_agent.sandbox_pool.harness.compiler.toolchain import CXX_STD, Toolchain, detect_toolchain
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "workspace" / "templates"
@@ -43,6 +43,9 @@ class BuildResult(BaseModel):
         default_factory=list, description="Binding units the fast glue could not build (compiled with the real headers).")
     objects: list[str] = Field(default_factory=list,
                                description="Object files of the candidate's units (kernels/), in the cache: what the symbol policy reads.")
+    expanded_violations: list[str] = Field(
+        default_factory=list,
+        description="What the source policy refuses in the candidate's lines as the compiler read them, macros expanded.")
     log: str = Field("", description="Concise compiler / linker diagnostics.")
     cached: bool = Field(False, description="Every unit and the link came from the cache.")
     timed_out: bool = Field(False, description="The compile exceeded its time limit.")
@@ -99,6 +102,7 @@ class _Build:
         self.sources.update({k: v for k, v in files.items() if k.startswith("kernels/")})
         self.compiled = 0
         self.objects: list[Path] = []
+        self.expanded_violations: list[str] = []
         self.real_header_units: list[str] = []
         self.pch_root = cache / "pch"
 
@@ -140,6 +144,7 @@ class _Build:
             raise _CompileFailed("\n".join(f.log for f in failures), timed_out)  # type: ignore[union-attr]
         linked = [o for o in objects if isinstance(o, Path)]
         self.objects = [o for u, o in zip(units, linked) if u.startswith("kernels/")]
+        self.expanded_violations = sorted({v for o in self.objects for v in _read_memo(o)})
         # The objects' machine-code scan (symbols.prescan, ~0.3 s for a large unit) runs while they link;
         # its outcome is cached beside them for the symbol check. A failure here is that check's to report.
         link, _ = await asyncio.gather(self.link(linked), prescan(self.objects), return_exceptions=True)
@@ -154,7 +159,7 @@ class _Build:
             if obj is not None:
                 return obj
         obj = self.cache / "obj" / f"{self.unit_key(path, compiler, flags)}.o"
-        if obj.exists():
+        if _cached(obj, path):
             return obj
         if not path.endswith(".cu") and "#include <torch/" in self.sources[path]:
             pch = await ensure_pch(self.cache.parent.parent, compiler, flags, self.tc.device, self.remaining())
@@ -168,7 +173,7 @@ class _Build:
         key = self.unit_key(path, compiler, flags)
         obj = self.cache / "obj" / f"{key}.o"
         needs_real_headers = obj.with_suffix(".real")
-        if obj.exists():
+        if _cached(obj, path):
             return obj
         if needs_real_headers.exists():
             self.real_header_units.append(path)
@@ -188,9 +193,17 @@ class _Build:
             return None
 
     async def compile_to(self, stage: Path, path: str, compiler: str, flags: list[str], obj: Path) -> Path:
-        out = stage / f"{obj.stem}.{secrets.token_hex(4)}.o"  # the compiler writes in the stage folder only
-        await self.exec([compiler, "-c", path, *flags, "-o", str(out)], stage)
+        keep = stage / f"{obj.stem}.{secrets.token_hex(4)}"  # the compiler writes in the stage folder only
+        keep.mkdir()
+        out = keep / "unit.o"
+        candidate = path.startswith("kernels/")
+        extra = expansion.keep_flags(compiler, keep) if candidate else []
+        await self.exec([compiler, "-c", path, *flags, *extra, "-o", str(out)], stage)
+        if candidate:  # the memo first: a published object always has its expanded-source scan
+            found = await asyncio.to_thread(expansion.scan, keep, stage)
+            _publish_text("".join(f"{v}\n" for v in found), _memo(obj))
         _publish(out, obj)
+        shutil.rmtree(keep, ignore_errors=True)
         self.compiled += 1
         return obj
 
@@ -251,6 +264,26 @@ class _Build:
             raise _CompileFailed(summarize_compiler_output(out.decode(errors="replace")))
 
 
+def _memo(obj: Path) -> Path:
+    return obj.with_name(obj.name + expansion.MEMO_SUFFIX)
+
+
+def _cached(obj: Path, path: str) -> bool:
+    """`obj` is in the cache with everything its unit needs (a candidate unit: its expanded-source scan)."""
+    return obj.exists() and (not path.startswith("kernels/") or _memo(obj).exists())
+
+
+def _read_memo(obj: Path) -> list[str]:
+    return [line for line in _memo(obj).read_text().splitlines() if line]
+
+
+def _publish_text(text: str, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp.write_text(text)
+    tmp.replace(target)
+
+
 def _publish(built: Path, target: Path) -> None:
     """Move a file the compiler wrote in its stage folder into the cache, atomically."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -298,6 +331,7 @@ async def build_extension(
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return BuildResult(
-        ok=True, so_path=str(so), objects=[str(o) for o in build.objects], real_header_units=build.real_header_units, cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
+        ok=True, so_path=str(so), objects=[str(o) for o in build.objects], real_header_units=build.real_header_units,
+        expanded_violations=build.expanded_violations, cached=link_cached and build.compiled == 0, units_compiled=build.compiled,
         duration_s=time.monotonic() - started, toolchain=tc.description, key=so.parent.name,
     )

@@ -60,6 +60,71 @@ def test_torch_fallback_is_rejected(run) -> None:
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0
 
 
+MACRO_KERNEL = """
+#include <cuda_runtime.h>
+#include <torch/types.h>
+#include <ATen/Dispatch.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+%(extra)s
+#define CUDA_CHECK(call) do { cudaError_t err_ = (call); TORCH_CHECK(err_ == cudaSuccess, "CUDA: ", cudaGetErrorString(err_)); } while (0)
+#define CHECK_INPUT(x) TORCH_CHECK((x).is_cuda() && (x).is_contiguous(), #x " must be a contiguous CUDA tensor")
+#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+
+template <typename scalar_t>
+__global__ void row_scale(const scalar_t* __restrict__ a, const scalar_t* __restrict__ b, scalar_t* __restrict__ out,
+                          long n, long m) {
+  long idx = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (idx < n * m) out[idx] = a[idx / m] * b[idx];
+}
+
+torch::Tensor diag_matmul_cuda(torch::Tensor a, torch::Tensor b) {
+  CHECK_INPUT(a);
+  CHECK_INPUT(b);
+  auto out = torch::empty_like(b);
+  const long n = b.size(0), m = b.size(1);
+  const int threads = 256;
+  AT_DISPATCH_FLOATING_TYPES(b.scalar_type(), "row_scale", [&] {
+    row_scale<scalar_t><<<CEIL_DIV(n * m, threads), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n, m);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+"""
+
+MACRO_BINDING = """
+#include <torch/types.h>
+#include <torch/csrc/utils/pybind.h>
+#include "../binding_registry.h"
+torch::Tensor diag_matmul_cuda(torch::Tensor a, torch::Tensor b);
+static void register_diag_matmul(pybind11::module& m) { m.def("diag_matmul", &diag_matmul_cuda); }
+REGISTER_BINDING(diag_matmul, register_diag_matmul);
+"""
+
+# Host code of a .cu that reaches a Python object through a name only a macro spells (nvcc's host pass).
+MACRO_HIDDEN_ATTR = """#include <torch/csrc/utils/pybind.h>
+#define REACH attr
+void poke(pybind11::handle h) { (void)h.REACH("__dict__"); }
+"""
+
+
+@pytest.mark.parametrize("hidden", [False, True], ids=["torch_and_own_macros", "macro_hides_attr"])
+def test_cuda_sources_are_checked_as_the_compiler_reads_them(run, hidden: bool) -> None:
+    """Real torch headers and nvcc's two passes: what library and candidate macros expand to in an honest
+    .cu passes the build's expanded-source check; what a macro hides in the host code does not."""
+    files = {"model_new.py": _files("cuda_fast")["model_new.py"],
+             "kernels/diag_matmul.cu": MACRO_KERNEL % {"extra": MACRO_HIDDEN_ATTR if hidden else ""},
+             "kernels/diag_matmul_binding.cpp": MACRO_BINDING}
+    result = run(files, profile=False)
+    if hidden:
+        assert result.status is EvalStatus.VIOLATION and result.stages["static_check"].ok, result.error
+        assert any("after macro expansion" in v for v in result.violations), result.violations
+    else:
+        assert result.status is EvalStatus.OK and result.correct, (result.status, result.error, result.violations)
+
+
 def test_illegal_memory_access_is_a_crash_and_the_worker_survives(run) -> None:
     files = _files("cuda_fast")
     files["kernels/diag_matmul.cu"] = files["kernels/diag_matmul.cu"].replace(

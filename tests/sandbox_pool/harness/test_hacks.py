@@ -259,6 +259,67 @@ def test_reaching_the_harness_descriptors_is_refused_at_the_build(evaluate_cpu, 
     assert result.status is EvalStatus.VIOLATION and any(says in v for v in result.violations), result.violations
 
 
+# The static check reads raw text; these spell nothing it refuses until the preprocessor has run.
+MACRO_HIDDEN = {
+    "own_macro_names_attr": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include "../binding_registry.h"
+        #define REACH attr
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { return x; }
+        static void reg(pybind11::module& m) { (void)m.REACH("__dict__"); m.def("scale_bias", &f); }
+        REGISTER_BINDING(f, reg);
+    """,
+    "library_macro_pastes_python_api": """
+        #include <torch/types.h>
+        #include <torch/csrc/utils/pybind.h>
+        #include <c10/macros/Macros.h>
+        #include "../binding_registry.h"
+        static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) { return x; }
+        static void reg(pybind11::module& m) {
+          (void)C10_CONCATENATE(Py, Object_GetAttrString)(m.ptr(), "__dict__");
+          m.def("scale_bias", &f);
+        }
+        REGISTER_BINDING(f, reg);
+    """,
+}
+
+HONEST_WITH_MACROS = """
+    #include <torch/types.h>
+    #include <torch/csrc/utils/pybind.h>
+    #include <c10/macros/Macros.h>
+    #include "../binding_registry.h"
+    #define CHECK_2D(t) TORCH_CHECK((t).dim() == 2 && (t).is_contiguous(), #t " must be a contiguous matrix")
+    #define AT(i, j) ((i) * d + (j))
+    #define DATA(t) (t).data_ptr<float>()
+    static torch::Tensor f(torch::Tensor x, torch::Tensor s, torch::Tensor b) {
+      CHECK_2D(x);
+      auto out = torch::empty_like(x);
+      const int64_t n = x.size(0), d = x.size(1);
+      const float *px = DATA(x), *ps = DATA(s), *pb = DATA(b);
+      float* po = DATA(out);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < d; ++j) po[AT(i, j)] = px[AT(i, j)] * ps[j] + pb[j];
+      return out;
+    }
+    static void C10_CONCATENATE(reg_, scale_bias)(pybind11::module& m) { m.def("scale_bias", &f); }
+    REGISTER_BINDING(f, reg_scale_bias);
+"""
+
+
+@pytest.mark.parametrize("name", sorted(MACRO_HIDDEN))
+def test_what_macros_assemble_is_refused_at_the_build(evaluate_cpu, name: str) -> None:
+    result = evaluate_cpu(HONEST, textwrap.dedent(MACRO_HIDDEN[name]))
+    assert result.stages["static_check"].ok is True
+    assert result.status is EvalStatus.VIOLATION, (result.status, result.error)
+    assert any("after macro expansion" in v and "Python" in v for v in result.violations), result.violations
+
+
+def test_a_kernel_written_with_macros_is_accepted(evaluate_cpu) -> None:
+    result = evaluate_cpu(HONEST, textwrap.dedent(HONEST_WITH_MACROS))
+    assert result.status is EvalStatus.OK, (result.status, result.error, result.violations)
+
+
 def test_harness_infrastructure_files_are_never_taken_from_the_candidate(evaluate_cpu) -> None:
     files = {"model_new.py": HONEST, "kernels/k.cpp": (evaluate_cpu.__globals__["KERNELS"]),
              "binding.cpp": "PYBIND11_MODULE(cuda_extension, m) {}", "utils/verification.py": "print('ok')"}
