@@ -236,9 +236,9 @@ async def _timed(child: ChildProcess, timeout_s: float) -> TimingStats | str:
     try:
         while True:
             message = await child.receive(deadline)
-            if message["event"] == "timing":
+            if message.get("event") == "timing":  # a trusted child (the problem's code only): no model needed
                 return timing_stats(message["samples_us"])
-            if message["event"] == "error":
+            if message.get("event") == "error":
                 return f"{message['kind']}: {message['message']}"
     except ChildTimeout:
         return "timed out"

@@ -197,7 +197,8 @@ class ChildProcess:
             pass  # the child is gone; receive() reports how
 
     async def receive(self, deadline: float) -> dict[str, Any]:
-        """Next message; ChildTimeout past `deadline` (monotonic), ChildEnded if the child is gone."""
+        """Next message (`{}` for one that is not a JSON object); ChildTimeout past `deadline` (monotonic),
+        ChildEnded if the child is gone."""
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -212,9 +213,10 @@ class ChildProcess:
             try:
                 message = json.loads(raw)
             except ValueError:
-                continue
-            if isinstance(message, dict):
-                return message
+                message = None
+            # A candidate's process can write anything to its pipe: what is not a JSON object comes back
+            # as one without an event, for the caller to judge (session.py: a violation), never skipped.
+            return message if isinstance(message, dict) else {}
 
     async def _readable(self, timeout: float) -> bool:
         """Wait until the pipe has data, on the event loop (a message costs no thread hop)."""

@@ -4,8 +4,9 @@ The child pauses after each step; `CandidateSession` judges each message (trial 
 reference, influence twins, the timed calls' fingerprints, the timing report) and lets the child
 go on, sharing the device or with it alone (its timed calls), through the evaluation's lease.
 
-Messages come from the candidate's process, so its code can forge them: only the protocol's order
-is accepted (`Protocol`), each trial judged in turn, nothing of the timed phase before all passed.
+Messages come from the candidate's process, so its code can forge them: each is validated against its
+event's model where it arrives (messages.py), and only the protocol's order is accepted (`Protocol`),
+each trial judged in turn, nothing of the timed phase before all passed.
 The candidate's process can also hold the device's memory while it waits for a verdict: judging
 then goes on on the CPU (`judge`), so what it did stays a verdict, never an infrastructure failure.
 """
@@ -13,7 +14,6 @@ then goes on on the CPU (`judge`), so what it did stays a verdict, never an infr
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -29,6 +29,19 @@ from cuda_agent.sandbox_pool.harness.compare import (
     influence_mismatch,
 )
 from cuda_agent.sandbox_pool.harness.inputs import same_digest
+from cuda_agent.sandbox_pool.harness.messages import (
+    ChildMessage,
+    Drawn,
+    Failed,
+    Loaded,
+    Print,
+    Ready,
+    Timed,
+    Timing,
+    Trial,
+    log_number,
+    parse,
+)
 from cuda_agent.sandbox_pool.harness.models import EvalStatus, StageOutcome
 from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion
 from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, OutputMismatch, read_outputs
@@ -86,7 +99,7 @@ class Protocol:
         self.state = "start"
         self.next_trial = 0
 
-    def accept(self, event: Any, k: Any = None) -> str | None:
+    def accept(self, event: str, k: int | None = None) -> str | None:
         """None if `event` may come now (the state moves on), else what was wrong."""
         if event == "error":
             return None
@@ -148,18 +161,20 @@ class CandidateSession:
                 if lease.mode != "exclusive":
                     lease.check_preempted()
                 try:
-                    message = await child.receive(min(deadline, time.monotonic() + POLL_S))
+                    message = parse(await child.receive(min(deadline, time.monotonic() + POLL_S)))
                 except ChildTimeout:
                     if time.monotonic() < start + self.run_.opts.run_timeout_s + lease.waited_s:
                         continue
                     raise
-                wrong = self.protocol.accept(message.get("event"), message.get("k"))
+                wrong = message if isinstance(message, str) else self.protocol.accept(
+                    message.event, getattr(message, "k", None))
                 if wrong is not None:
                     verify.ok = False
                     fail(self.result, EvalStatus.VIOLATION, wrong, [wrong])
                     return False
-                if message.get("event") == "timed":  # reveal the checked positions of that call
-                    child.reply(print_seed=self.print_seed(message.get("k")))
+                assert not isinstance(message, str)
+                if isinstance(message, Timed):  # reveal the checked positions of that call
+                    child.reply(print_seed=self.print_seed(message.k))
                     continue
                 verdict = await self.handle(message, verify)
                 if verdict is not None:
@@ -193,13 +208,13 @@ class CandidateSession:
             await self.lease.shared(on_child=True)
         self.child.reply(go_on=True)
 
-    async def handle(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
-        event = message.get("event")
+    async def handle(self, message: ChildMessage, verify: StageOutcome) -> bool | None:
+        event = message.event
         if event != "print":
-            self._events.append((f"{event}{message.get('k', '')}", time.monotonic()))
+            self._events.append((f"{event}{getattr(message, 'k', '')}", time.monotonic()))
         self.lease.on_child = False  # the child is paused (or gone) until we answer
-        if event == "ready":
-            self.result.receipt.isolation = str(message.get("isolation", ""))
+        if isinstance(message, Ready):
+            self.result.receipt.isolation = message.isolation
             await self._exclusive()  # the child calibrates its clock with the device to itself
             assert self.child is not None
             self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
@@ -208,16 +223,16 @@ class CandidateSession:
                           output_region_bytes=self.region.nbytes if self.region is not None else 0)
         elif event == "calibrated":
             await self._go_on()
-        elif event == "drawn":
-            self.check_draws(message.get("digests"))
+        elif isinstance(message, Drawn):
+            self.check_draws(message.digests)
             await self._go_on()
-        elif event == "loaded":
-            verify.log = f"weights loaded by name: {message.get('weights')}"
+        elif isinstance(message, Loaded):
+            verify.log = f"weights loaded by name: {str(message.weights)[:2000]}"
             await self._go_on()
-        elif event == "error":
+        elif isinstance(message, Failed):
             self.on_error(message, verify)
             return False
-        elif event == "trial":
+        elif isinstance(message, Trial):
             verdict = await self.on_trial(message, verify)
             if verdict is None:
                 await self._go_on()
@@ -226,9 +241,9 @@ class CandidateSession:
             await self._go_on()
         elif event == "warm":
             await self._go_on(exclusive=True)
-        elif event == "print":
+        elif isinstance(message, Print):
             return self.on_print(message)
-        elif event == "timing":
+        elif isinstance(message, Timing):
             verdict = self.on_timing(message)
             if verdict:  # the device still this child's alone: nothing it does until its end touches another's timing
                 verdict = await self.ends_cleanly(None)
@@ -237,47 +252,46 @@ class CandidateSession:
             return verdict
         return None
 
-    def check_draws(self, digests: Any) -> None:
+    def check_draws(self, digests: list[Any]) -> None:
         """The child drew its trial inputs before loading any candidate code: a mismatch is the problem's."""
         expected = self.prepared.trial_digests
-        if not isinstance(digests, list) or len(digests) != len(expected) or not all(
+        if len(digests) != len(expected) or not all(
                 same_digest(got, want) for got, want in zip(digests, expected)):
             raise ProblemError("get_inputs() gives different values in two processes under the same seeds; "
                                "the task needs reproducible inputs (seeded torch / random / numpy draws only)")
 
-    def on_error(self, message: dict[str, Any], verify: StageOutcome) -> None:
+    def on_error(self, message: Failed, verify: StageOutcome) -> None:
         verify.ok = False
-        detail = f"{message.get('kind')}: {message.get('message')}"
-        verify.log = (verify.log + "\n" + str(message.get("traceback", ""))).strip()[-4000:]
-        if message.get("stage") in ("setup", "draw") and not self.protocol.before_candidate_code():
+        detail = f"{message.kind}: {message.message}"
+        verify.log = (verify.log + "\n" + message.traceback).strip()[-4000:]
+        if message.stage in ("setup", "draw") and not self.protocol.before_candidate_code():
             # Claimed once candidate code could run: forged, to pass a wrong kernel off as no verdict.
-            problem = (f"the evaluation protocol was not followed (a '{message.get('stage')}' error after the "
+            problem = (f"the evaluation protocol was not followed (a '{message.stage}' error after the "
                        "candidate's code was loaded)")
             fail(self.result, EvalStatus.VIOLATION, problem, [problem])
             return
-        if message.get("stage") == "setup":  # before the candidate's code was loaded
+        if message.stage == "setup":  # before the candidate's code was loaded
             raise InfraError(f"the evaluation child could not start: {detail}")
-        if message.get("stage") == "draw":
+        if message.stage == "draw":
             raise ProblemError(f"get_inputs() failed in the evaluation child: {detail}")
-        violations = _listed(message.get("violations"))
-        if violations:
-            fail(self.result, EvalStatus.VIOLATION, violations[0], violations)
-        elif message.get("stage") in ("load", "construct"):
+        if message.violations:
+            fail(self.result, EvalStatus.VIOLATION, message.violations[0], list(message.violations))
+        elif message.stage in ("load", "construct"):
             fail(self.result, EvalStatus.LOAD_ERROR, f"model_new.py could not be loaded: {detail}")
         else:
-            fail(self.result, EvalStatus.CRASH, f"the candidate raised during {message.get('stage')}: {detail}")
+            fail(self.result, EvalStatus.CRASH, f"the candidate raised during {message.stage}: {detail}")
 
-    async def on_trial(self, message: dict[str, Any], verify: StageOutcome) -> bool | None:
-        k = int(message["k"])  # the one due (`Protocol`)
-        problems = _listed(message.get("violations")) + _listed(message.get("type_errors"))
-        if message.get("input_mutated") and not self.prepared.reference_mutates_inputs:
+    async def on_trial(self, message: Trial, verify: StageOutcome) -> bool | None:
+        k = message.k  # the one due (`Protocol`)
+        problems = [*message.violations, *message.type_errors]
+        if message.input_mutated and not self.prepared.reference_mutates_inputs:
             problems.append("forward modified its inputs in place")
         if problems:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
         try:  # in a thread: the other evaluations' sessions go on meanwhile
-            mismatch = await asyncio.to_thread(self._check_trial, k, message.get("layout"))
+            mismatch = await asyncio.to_thread(self._check_trial, k, message.layout)
         except OutputFormatError as exc:
             verify.ok = False
             fail(self.result, EvalStatus.VIOLATION, f"trial {k}: {exc}", [str(exc)])
@@ -309,7 +323,8 @@ class CandidateSession:
         from inside its last timed call: the harness's own messages for that call would follow it)."""
         assert self.child is not None
         try:
-            event = (await self.child.receive(time.monotonic() + END_TIMEOUT_S)).get("event")
+            message = parse(await self.child.receive(time.monotonic() + END_TIMEOUT_S))
+            event = "a malformed message" if isinstance(message, str) else message.event
         except ChildTimeout:
             event = "nothing"
         except ChildEnded:
@@ -323,7 +338,7 @@ class CandidateSession:
         fail(self.result, EvalStatus.VIOLATION, problem, [problem])
         return False
 
-    def _check_trial(self, k: int, layout: Any) -> str | None:
+    def _check_trial(self, k: int, layout: list[Any]) -> str | None:
         (outputs, mismatch), on_cpu = judge(self.run_.ev.device, self._read_and_compare, k, layout)
         self.judged_on_cpu += on_cpu
         if any(isinstance(entry, dict) and entry.get("shared") for entry in layout):
@@ -335,7 +350,7 @@ class CandidateSession:
         self.twin_outputs = outputs if k in self.prepared.influence else None
         return mismatch
 
-    def _read_and_compare(self, device: str, k: int, layout: Any) -> tuple[list[Any], str | None]:
+    def _read_and_compare(self, device: str, k: int, layout: list[Any]) -> tuple[list[Any], str | None]:
         reference = self.prepared.trial_outputs[k]
         try:
             outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, device, self.region, reference)
@@ -370,21 +385,21 @@ class CandidateSession:
             return False
         return True
 
-    def print_seed(self, k: Any) -> int:
-        if not isinstance(k, int) or not 0 <= k < len(self.prepared.print_seeds) or k in self.prints_asked:
+    def print_seed(self, k: int) -> int:
+        if not 0 <= k < len(self.prepared.print_seeds) or k in self.prints_asked:
             return 0  # out of order: its print cannot match, the verdict follows
         self.prints_asked.add(k)
         return self.prepared.print_seeds[k]
 
-    def on_print(self, message: dict[str, Any]) -> bool | None:
-        k = message.get("k")
-        if not isinstance(k, int) or not 0 <= k < len(self.prepared.timing_prints) or k in self.prints_checked:
+    def on_print(self, message: Print) -> bool | None:
+        k = message.k
+        if not 0 <= k < len(self.prepared.timing_prints) or k in self.prints_checked:
             return self.timing_violation("the timing protocol was not followed")
         self.prints_checked.add(k)
         expected = self.prepared.timing_prints[k]
         if expected is None:  # not one of the checked calls
             return None
-        got = decode_prints(message.get("fingerprint"))
+        got = decode_prints(message.fingerprint)
         if got is None or fingerprint_mismatch(got, *expected):
             return self.timing_violation(f"the output of timed call {k} is wrong although verification passed "
                                          "(results cached or behaviour changed while timed)")
@@ -395,13 +410,13 @@ class CandidateSession:
         fail(self.result, EvalStatus.VIOLATION, problem, [problem])
         return False
 
-    def on_timing(self, message: dict[str, Any]) -> bool:
-        problems = _listed(message.get("violations")) + _listed(message.get("type_errors"))
+    def on_timing(self, message: Timing) -> bool:
+        problems = [*message.violations, *message.type_errors]
         if len(self.prints_checked) != len(self.prepared.timing_draws):
             problems.append("the timing protocol was not followed (timed outputs not all checked)")
-        samples = _samples(message.get("samples_us"), len(self.prepared.timing_draws))
+        samples = message.samples_us if len(message.samples_us) == len(self.prepared.timing_draws) else None
         if samples is None:
-            problems.append("the timing protocol was not followed (a malformed timing report)")
+            problems.append("the timing protocol was not followed (not one time per timed call)")
         assert self.child is not None
         self.child.clock.drain()
         tampered = self.child.clock.tampering(len(self.prepared.timing_draws))
@@ -422,35 +437,12 @@ class CandidateSession:
         checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
         profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs, the outputs of {checked} checked "
                        f"(chosen at random, secret); median {stats.median_us:.1f} us; "
-                       f"host floor {_number(message.get('host_floor_us')):.1f} us; timed by the host clock: "
-                       f"{str(message.get('host_fallbacks', 0))[:20]}; L2 reset: {str(message.get('l2_reset'))[:20]}; outside-process bound: "
+                       f"host floor {log_number(message.host_floor_us):.1f} us; timed by the host clock: "
+                       f"{str(message.host_fallbacks)[:20]}; L2 reset: {str(message.l2_reset)[:20]}; outside-process bound: "
                        + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
-                       + f"; timed loop {_number(message.get('wall_s')):.3f} s, "
-                       f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.get("split_s")))
+                       + f"; timed loop {log_number(message.wall_s):.3f} s, "
+                       f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.split_s))
         return True
-
-
-def _listed(value: Any) -> list[str]:
-    """A list of strings a child sent (violations, type errors); a value of another shape is itself one."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        return ["the evaluation protocol was not followed (a malformed message)"]
-    return [str(v)[:1000] for v in value]
-
-
-def _number(value: Any) -> float:
-    """A number a child sent for a log line only; NaN when it is not one."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-def _samples(value: Any, calls: int) -> list[float] | None:
-    """The timed calls' times a child reported: one finite, non-negative number per planned call, else None."""
-    if not isinstance(value, list) or len(value) != calls:
-        return None
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in value):
-        return None
-    return [float(v) for v in value]
 
 
 def split_log(split: Any) -> str:

@@ -119,6 +119,17 @@ def test_forged_messages_are_a_violation(build_cache: Path, monkeypatch, when: s
     assert "protocol was not followed" in (result.error or ""), result.error
 
 
+@pytest.mark.parametrize("raw", ["not json", "[1, 2]"], ids=["not_json", "not_an_object"])
+def test_bytes_that_are_no_message_are_a_violation(build_cache: Path, monkeypatch, raw: str) -> None:
+    """Before 2026-12-04 the parent skipped them: the pipe carried anything the candidate wrote, unjudged."""
+    from cuda_agent.sandbox_pool.harness import EvalStatus
+
+    model_new = _model_new(forward=f"self.sent = self.sent or cuda_extension.forge({json.dumps(raw)})")
+    result = _evaluate_forging(build_cache, monkeypatch, model_new, profile=False)
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+    assert "a message of no known kind" in (result.error or ""), result.error
+
+
 def test_a_message_after_the_last_step_is_a_violation(build_cache: Path, monkeypatch) -> None:
     """The outputs of the 7th (last) trial are freed after the harness reported that trial, and their
     deleter, the candidate's code, forges a message: the parent waits for the child's `done` and finds
