@@ -49,6 +49,10 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         "gi_frame", "cr_frame", "tb_frame", "co_code",
         # RNG state (the seeds are the evaluation's)
         "initial_seed", "seed", "manual_seed", "get_rng_state", "set_rng_state", "default_generator", "Generator",
+        # files and deserialisation (torch.serialization.load(weights_only=False) unpickles: arbitrary code),
+        # allocators that load a library of their own
+        "serialization", "from_file", "CUDAPluggableAllocator", "change_current_allocator", "MemPool",
+        "use_mem_pool",
     }
 )
 """Attribute names model_new.py may not use on any object."""

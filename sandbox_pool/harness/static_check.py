@@ -125,6 +125,13 @@ def _operand_violation(path: str, directive: str, operand: str) -> str | None:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
+def _root_name(node: ast.expr) -> str | None:
+    """The name an attribute, subscript or call chain starts from (`self` in `self.layers[0].weight`)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _strip_comments(text: str) -> str:
     """C/C++ source without comments (newlines kept, so line numbers stay right)."""
     return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
@@ -175,6 +182,11 @@ class _ModelNewVisitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) != "self":
+            # `torch.equal = f`, `torch.Tensor.detach = f`: code the harness would run after the call
+            # (child/turns.py catches it at run time however the object was reached; this says it early).
+            self._flag(node, f"setting or deleting `.{attr}` on an object other than the model's own (`self.`) "
+                             "is not allowed: model_new.py may not change torch or anything else it did not make")
         if attr in FORBIDDEN_ATTRIBUTES:
             self._flag(node, f"attribute `{attr}` is not allowed in model_new.py")
         elif attr in ALLOWED_DUNDERS:

@@ -23,6 +23,7 @@ import torch
 from cuda_agent.sandbox_pool.harness.child.guard import ComputeGuard
 from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
+from cuda_agent.sandbox_pool.harness.child.turns import CANDIDATE_FILE, Turns
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import encode_prints, fingerprint, flatten_outputs
 from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw
@@ -55,6 +56,7 @@ class Child:
         self.stamps = stamps  # the outside clock's socket (clock.py)
         self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
         self.guard: ComputeGuard | None = None
+        self.turns = Turns()  # the candidate's code runs on its turns only (turns.py)
         self.problem: types.ModuleType | None = None
         self.outputs_fd = outputs_fd
         self.region: SharedOutputs | None = None
@@ -114,11 +116,15 @@ class Child:
         self.conn.send_bytes(json.dumps(message).encode())
 
     def fail(self, stage: str, exc: BaseException) -> None:
-        violations = list(self.guard.violations) if self.guard else []
+        violations = self.violations()
         tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
         self.send(event="error", stage=stage, kind=type(exc).__name__, message=str(exc)[:2000],
                   traceback="".join(tb[-6:])[-3000:], violations=violations)
         raise _Stop
+
+    def violations(self) -> list[str]:
+        """What the guard refused inside forward and the candidate's code that ran outside its turns."""
+        return (list(self.guard.violations) if self.guard else []) + list(self.turns.violations)
 
     def load(self, name: str) -> Any:
         return torch.load(os.path.join(self.spec.work_dir, name), weights_only=True, map_location="cpu")
@@ -134,9 +140,10 @@ class Child:
             self.fail("load", exc)
         try:
             torch.manual_seed(self.spec.init_seed)
-            model = cls(*init["init_inputs"])
-            loaded = self._load_weights(model, init["state_dict"])
-            model = model.to(self.device)
+            with self.turns.theirs():  # construction, weights and `.to` may run the candidate's methods
+                model = cls(*init["init_inputs"])
+                loaded = self._load_weights(model, init["state_dict"])
+                model = model.to(self.device)
         except Exception as exc:
             self.fail("construct", exc)
         self.step_done(event="loaded", weights=loaded)
@@ -178,9 +185,12 @@ class Child:
         spec.loader.exec_module(extension)
         sys.modules["cuda_extension"] = extension
         module = types.ModuleType("model_new")
-        module.__file__ = "model_new.py"
+        module.__file__ = CANDIDATE_FILE
         sys.modules["model_new"] = module
-        exec(compile(self.spec.model_new_src or "", "model_new.py", "exec"), module.__dict__)
+        code = compile(self.spec.model_new_src or "", CANDIDATE_FILE, "exec")
+        self.turns.watch(code)
+        with self.turns.theirs():
+            exec(code, module.__dict__)
         if not isinstance(getattr(module, "ModelNew", None), type):
             raise ImportError("model_new.py does not define class ModelNew")
         return module.ModelNew
@@ -201,7 +211,7 @@ class Child:
             with torch.no_grad():
                 return model(*inputs)
         self.guard = self.guard or ComputeGuard()
-        with torch.no_grad(), self.guard:
+        with torch.no_grad(), self.guard, self.turns.theirs():
             return model(*inputs)
 
     def poison(self) -> None:
@@ -254,7 +264,7 @@ class Child:
             mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
             layout = [] if bad_types else self.write_outputs(k, outputs)
             self.step_done(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
-                           violations=list(self.guard.violations) if self.guard else [])
+                           violations=self.violations())
 
     def time_null_calls(self, timer: Timer) -> None:
         """The timing protocol's own cost seen from outside, measured before any candidate code exists."""
@@ -357,7 +367,7 @@ class Child:
         self.send(event="timing", samples_us=samples, host_us=hosts, wall_s=wall_s, split_s=split,
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
                   host_fallbacks=timer.host_fallbacks,
-                  violations=list(self.guard.violations) if self.guard else [])
+                  violations=self.violations())
 
 
 def _import_compiler(device: str) -> None:
@@ -417,7 +427,7 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any 
     except BaseException as exc:  # report anything else as a crash of this child
         try:
             child.send(event="error", stage="child", kind=type(exc).__name__, message=str(exc)[:2000],
-                       traceback="", violations=list(child.guard.violations) if child.guard else [])
+                       traceback="", violations=child.violations())
         except Exception:
             pass
     finally:

@@ -125,6 +125,49 @@ def test_cuda_sources_are_checked_as_the_compiler_reads_them(run, hidden: bool) 
         assert result.status is EvalStatus.OK and result.correct, (result.status, result.error, result.violations)
 
 
+# A torch fallback computed after the call, by a torch method the candidate replaced through an alias (no
+# static rule sees it); on Python 3.12 the child watches the candidate's code with sys.monitoring (turns.py).
+FILLED_AFTER_THE_CALL = """
+import torch
+import torch.nn as nn
+import cuda_extension
+
+pending = []
+
+
+class Patch:
+    def detach(self, hook):
+        self.detach = hook
+
+
+original_detach = torch.Tensor.detach
+
+
+def detach_after_filling(t):
+    while pending:
+        out, a, b = pending.pop()
+        out.copy_(a.unsqueeze(1) * b)
+    return original_detach(t)
+
+
+Patch.detach(torch.Tensor, detach_after_filling)
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        out = torch.empty_like(B)
+        pending.append((out, A, B))
+        return out
+"""
+
+
+def test_a_torch_fallback_left_for_the_harness_to_run_is_a_violation(run) -> None:
+    files = {**_files("cuda_fast"), "model_new.py": FILLED_AFTER_THE_CALL}
+    result = run(files, profile=True)
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+    assert any("ran outside the candidate's import" in v for v in result.violations), result.violations
+
+
 def test_illegal_memory_access_is_a_crash_and_the_worker_survives(run) -> None:
     files = _files("cuda_fast")
     files["kernels/diag_matmul.cu"] = files["kernels/diag_matmul.cu"].replace(

@@ -259,6 +259,108 @@ def test_reaching_the_harness_descriptors_is_refused_at_the_build(evaluate_cpu, 
     assert result.status is EvalStatus.VIOLATION and any(says in v for v in result.violations), result.violations
 
 
+# Code left behind for the harness to run after the call: outside the compute guard and the timed window.
+# Both reach torch through an alias (`self` of a helper's method is torch here), which no static rule
+# follows; the child sees the candidate's code run when it is not its turn (child/turns.py).
+LEAVES_CODE_BEHIND = {
+    # HACKS #1 + #9: a torch fallback computed after the call by a replaced torch function and method;
+    # rewarded 3 on 2026-12-04 before the watch (reported time: an uninitialised tensor's).
+    "torch_patched_through_an_alias": model_new(
+        """
+        out = cuda_extension.uninitialized(x)
+        pending.append((out, x, self.scale, self.bias))
+        return out
+        """,
+        extra="""
+        pending = []
+
+
+        class Patch:  # `self` is whatever it is called on
+            def detach(self, hook):
+                self.detach = hook
+
+            def equal(self, hook):
+                self.equal = hook
+
+
+        def fill():
+            while pending:
+                out, x, s, b = pending.pop()
+                out.copy_(torch.addcmul(b, x, s))
+
+
+        original_detach, original_equal = torch.Tensor.detach, torch.equal
+
+
+        def detach_after_filling(t):
+            fill()
+            return original_detach(t)
+
+
+        def equal_after_filling(a, b):
+            fill()
+            return original_equal(a, b)
+
+
+        Patch.detach(torch.Tensor, detach_after_filling)
+        Patch.equal(torch, equal_after_filling)
+        """,
+    ),
+    # a finalizer on an object hung on the output: it runs when the harness lets the output go
+    "finalizer_on_the_output": model_new(
+        """
+        out = cuda_extension.scale_bias(x, self.scale, self.bias)
+        Keeper.hang(out, Keeper())
+        return out
+        """,
+        extra="""
+        class Keeper:
+            def hang(self, keeper):
+                self.keeper = keeper
+
+            def __del__(self):
+                pass
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEAVES_CODE_BEHIND))
+def test_code_left_for_the_harness_to_run_is_a_violation(evaluate_cpu, name: str) -> None:
+    result = evaluate_cpu(LEAVES_CODE_BEHIND[name], profile=True)
+    assert result.stages["static_check"].ok is True, result.violations
+    assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+    assert any("ran outside the candidate's import, construction and forward calls" in v
+               for v in result.violations), result.violations
+
+
+HONEST_WITH_HELPERS = model_new(
+    """
+    helper = self.helper
+    return helper.run(x)
+    """,
+    init="self.helper = Helper(self.scale, self.bias)",
+    extra="""
+    def launch(x, s, b):
+        return cuda_extension.scale_bias(x, s, b)
+
+
+    class Helper:
+        def __init__(self, s, b):
+            self.s, self.b = s, b
+            self.kernel = lambda x: launch(x, self.s, self.b)
+
+        def run(self, x):
+            return self.kernel(x.contiguous())
+    """,
+)
+
+
+def test_helpers_called_from_forward_are_the_candidates_turn(evaluate_cpu) -> None:
+    result = evaluate_cpu(HONEST_WITH_HELPERS, profile=True)
+    assert result.status is EvalStatus.OK and result.reward >= 1.0, (result.status, result.error, result.violations)
+
+
 # The static check reads raw text; these spell nothing it refuses until the preprocessor has run.
 MACRO_HIDDEN = {
     "own_macro_names_attr": """
