@@ -15,6 +15,7 @@ import posixpath
 import re
 
 from cuda_agent.sandbox_pool.harness.policy import (
+    INTERPRETER_PREFIXES,
     ALLOWED_DUNDERS,
     ALLOWED_IMPORTS,
     FORBIDDEN_ATTRIBUTES,
@@ -170,10 +171,9 @@ class _ModelNewVisitor(ast.NodeVisitor):
         for alias in node.names:
             if alias.name in FORBIDDEN_ATTRIBUTES or alias.name.startswith("_"):
                 self._flag(node, f"`from {module} import {alias.name}` is not allowed in model_new.py")
-        if module == "torch":
-            for alias in node.names:
-                if alias.name in FORBIDDEN_TORCH_ATTRS or alias.name.startswith("_"):
-                    self._flag(node, f"`torch.{alias.name}` is not allowed in model_new.py")
+        for alias in node.names:  # `from torch.nn import utils` reaches what `torch.utils` does
+            if alias.name in FORBIDDEN_TORCH_ATTRS:
+                self._flag(node, f"`{module}.{alias.name}` is not allowed in model_new.py")
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if node.name == "ModelNew":
@@ -187,7 +187,7 @@ class _ModelNewVisitor(ast.NodeVisitor):
             # (child/turns.py catches it at run time however the object was reached; this says it early).
             self._flag(node, f"setting or deleting `.{attr}` on an object other than the model's own (`self.`) "
                              "is not allowed: model_new.py may not change torch or anything else it did not make")
-        if attr in FORBIDDEN_ATTRIBUTES:
+        if attr in FORBIDDEN_ATTRIBUTES or attr.startswith(INTERPRETER_PREFIXES):
             self._flag(node, f"attribute `{attr}` is not allowed in model_new.py")
         elif attr in ALLOWED_DUNDERS:
             pass
@@ -195,10 +195,10 @@ class _ModelNewVisitor(ast.NodeVisitor):
             self._flag(node, f"dunder attribute `{attr}` is not allowed")
         elif attr.startswith("_") and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
             self._flag(node, f"private attribute `{attr}` is not allowed (only on self)")
-        elif isinstance(node.value, ast.Name) and node.value.id == "torch" and attr in FORBIDDEN_TORCH_ATTRS:
-            self._flag(node, f"`torch.{attr}` is not allowed in model_new.py")
-        elif isinstance(node.value, ast.Attribute) and node.value.attr == "cuda" and attr in ("Event", "Stream", "ExternalStream", "set_sync_debug_mode"):
-            self._flag(node, f"`torch.cuda.{attr}` is not allowed in model_new.py")
+        elif attr in FORBIDDEN_TORCH_ATTRS and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            # on any object but the model itself: torch is reached under other names too (`import torch as t`,
+            # `torch.nn.functional.torch`, `self.t = torch`)
+            self._flag(node, f"`.{attr}` is not allowed in model_new.py (torch's `{attr}`, however torch is reached)")
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:

@@ -442,6 +442,40 @@ RED_TEAM_MODEL_NEW = {
                                        extra="import typing\nframe = typing.sys._getframe\n"),
     "initial_seed_precompute": model_new("return cuda_extension.scale_bias(x, self.scale, self.bias)",
                                          init="self.s = torch.initial_seed()"),
+    # the string of an annotation evaluated by typing: all of sys.modules (the harness's own modules) at import
+    "annotation_evaluated_by_typing": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="import typing\n\n\nclass Reach:\n    mods: \"__import__('sys').modules\"\n\n\n"
+              "modules = typing.get_type_hints(Reach)['mods']\n"),
+    "annotation_evaluated_by_typing_imported_by_name": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="from typing import get_type_hints\n"),
+    # torch's own compiler: its kernels are not the candidate's (the guard saw eager ops under it; an
+    # inductor build in the child failed on its read-only file system: neither is a rule)
+    "torch_compiler_module": model_new("return self.f(x, self.scale, self.bias)",
+                                       init="self.f = torch.compiler.compile(lambda x, s, b: x * s + b)"),
+    "module_compile_method": model_new("return cuda_extension.scale_bias(x, self.scale, self.bias)",
+                                       init="self.compile()"),
+    # the interpreter's own objects: an async generator's frame holds the builtins (`eval`, `__import__`)
+    "frame_builtins_of_an_async_generator": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="async def reach():\n    yield 1\n\n\nimporter = reach().ag_frame.f_builtins['__import__']\n"),
+    # torch's refused names under another name for torch
+    "torch_imported_as_another_name": "import torch as t\n" + model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)", extra="hooks = t.utils.hooks\n"),
+    "torch_reexported_by_a_torch_module": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="aten = torch.nn.functional.torch.ops.aten\n"),
+    "torch_kept_on_the_model": model_new("return self.t.ops.aten.addcmul(self.bias, x, self.scale)",
+                                         init="self.t = torch"),
+    # a class whose dunders are spelled as strings
+    "class_made_by_type": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="Finalizer = type('Finalizer', (), {'__del__': lambda self: None})\n"),
+    # a module a torch module imported (logging.config instantiates any callable named in a dict)
+    "module_held_by_a_torch_module": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="log = torch.nn.parallel.distributed.dist.c10d_logger.logging\n"),
     "value_read_in_forward": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias) if float(x.sum()) > -1e30 else x"),
 }
@@ -511,6 +545,17 @@ RED_TEAM_KERNELS = {
 def test_red_team_model_new_is_rejected(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(RED_TEAM_MODEL_NEW[name])
     assert result.reward == -1.0, (name, result.status, result.error)
+
+
+def test_type_hints_of_every_kind_pass_the_static_check() -> None:
+    from cuda_agent.sandbox_pool.harness.static_check import check_candidate
+
+    source = "from __future__ import annotations\nfrom typing import List, Optional, Tuple\nimport typing\n" + model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)").replace(
+        "def forward(self, x):", "def forward(self, x: 'torch.Tensor', y: Optional[List[int]] = None) -> torch.Tensor:")
+    source += "\n\nPair = Tuple[torch.Tensor, typing.Optional[torch.Tensor]]\n"
+    report = check_candidate({"model_new.py": source, "kernels/k.cpp": ""})
+    assert report.ok, report.violations
 
 
 @pytest.mark.parametrize("name", sorted(RED_TEAM_KERNELS))
