@@ -44,7 +44,8 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         # ... and the names under which torch's own modules hold other modules (test_model_new_reach.py walks
         # every chain the static check allows and fails on a module outside torch, math and typing)
         "logging", "copy", "copyreg", "enum", "re", "stdlib_re", "glob", "hashlib", "numbers", "platform",
-        "textwrap", "concurrent", "mp", "dist", "cpp", "return_types",  # the last two: torch._C's modules
+        "textwrap", "concurrent", "mp", "dist", "pynvml", "amdsmi",  # pynvml: torch.cuda's, on CUDA builds
+        "cpp", "return_types",  # torch._C's modules
         # leaving torch for Python-level or numpy compute
         "tolist", "item", "from_numpy", "frombuffer", "from_dlpack", "to_dlpack", "__array__",
         "storage", "untyped_storage", "data_ptr",
