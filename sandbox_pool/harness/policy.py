@@ -72,7 +72,12 @@ FORBIDDEN_TORCH_ATTRS: frozenset[str] = frozenset(
      "Event", "Stream", "_C", "_dynamo", "_inductor", "multiprocessing", "distributed", "hub", "load", "save",
      "set_default_dtype", "set_default_device", "manual_seed", "seed", "random", "set_grad_enabled",
      "use_deterministic_algorithms", "testing", "export", "func", "vmap", "classes", "package", "compiler",
-     "ExternalStream", "set_sync_debug_mode"}
+     "ExternalStream", "set_sync_debug_mode",
+     # functions of other modules that torch's modules hold (test_model_new_reach.py lists them all):
+     # ctypes (memory by address), the import machinery (find_spec(...).loader.create_module gave `sys`),
+     # weak references (callbacks), caches across calls, introspection, class builders
+     "byref", "pointer", "cast", "c_void_p", "c_double", "c_uint32", "find_spec", "signature", "dataclass",
+     "ref", "cache", "lru_cache"}
 )
 """torch's names model_new.py may not touch (timers, dispatch internals, compilers, RNG), on any object but the
 model itself (`self.ops` is the model's own): torch is reachable under other names."""

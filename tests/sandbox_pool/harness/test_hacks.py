@@ -476,6 +476,10 @@ RED_TEAM_MODEL_NEW = {
     "module_held_by_a_torch_module": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias)",
         extra="log = torch.nn.parallel.distributed.dist.c10d_logger.logging\n"),
+    # the import machinery, held by a torch module: find_spec("sys").loader.create_module(...) is sys
+    "import_machinery_held_by_a_torch_module": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="spec = torch.cuda.amp.common.find_spec('sys')\nsys_module = spec.loader.create_module(spec)\n"),
     "value_read_in_forward": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias) if float(x.sum()) > -1e30 else x"),
 }

@@ -69,6 +69,57 @@ def reachable_escapes() -> list[str]:
     return sorted(escapes)
 
 
+HARMLESS_FOREIGN = {
+    # classes and helpers of other modules that torch's modules hold, reachable by allowed chains; none reads
+    # or writes memory, imports, evaluates a string the candidate chose, or runs code later on its own
+    "ABC", "ABCMeta", "AbstractContextManager", "Callable", "Counter", "Enum", "GenericAlias", "Iterable",
+    "Mapping", "Number", "OrderedDict", "ParamSpec", "Real", "Sequence", "TypeAliasType", "TypeIs", "TypeVar",
+    "abstractmethod", "auto", "bisect_right", "contextmanager", "deepcopy", "defaultdict", "deprecated",
+    "namedtuple",  # evaluates a template with its field names, which must be identifiers
+    "override", "partial", "total_ordering", "warn", "wraps",
+}
+
+
+def reachable_foreign_callables() -> dict[str, str]:
+    """name -> what it is, for every function or class of a module outside the roots reachable by allowed chains."""
+    import importlib
+
+    queue = [(name, importlib.import_module(name)) for name in ROOTS]
+    seen: set[int] = set()
+    found: dict[str, str] = {}
+    while queue:
+        path, module = queue.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for name in dir(module):
+            if not _allowed(name):
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    value = getattr(module, name)
+            except Exception:
+                continue
+            if isinstance(value, types.ModuleType):
+                if not _out_of_reach(value):
+                    queue.append((f"{path}.{name}", value))
+                continue
+            if not callable(value):
+                continue
+            home = getattr(value, "__module__", None) or ""
+            if home.split(".")[0] not in ROOTS and home != "builtins":
+                found.setdefault(name, f"{path}.{name} ({home}.{getattr(value, '__qualname__', '?')})")
+    return found
+
+
+def test_every_foreign_callable_in_reach_is_harmless() -> None:
+    unknown = {name: where for name, where in reachable_foreign_callables().items() if name not in HARMLESS_FOREIGN}
+    assert unknown == {}, ("model_new.py could call these functions of other modules; refuse their names in "
+                           "policy.FORBIDDEN_TORCH_ATTRS or, if harmless, list them in HARMLESS_FOREIGN:\n"
+                           + "\n".join(sorted(unknown.values())))
+
+
 def test_no_allowed_chain_leaves_torch_math_and_typing() -> None:
     escapes = reachable_escapes()
     assert escapes == [], "model_new.py could reach these; add their last names to policy.FORBIDDEN_ATTRIBUTES:\n" + \
