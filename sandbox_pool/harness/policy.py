@@ -77,7 +77,11 @@ FORBIDDEN_TORCH_ATTRS: frozenset[str] = frozenset(
      # ctypes (memory by address), the import machinery (find_spec(...).loader.create_module gave `sys`),
      # weak references (callbacks), caches across calls, introspection, class builders
      "byref", "pointer", "cast", "c_void_p", "c_double", "c_uint32", "find_spec", "signature", "dataclass",
-     "ref", "cache", "lru_cache"}
+     "ref", "cache", "lru_cache",
+     # torch's own file readers and writers, library and IR loaders, allocator and GEMM-tuning controls
+     "PyTorchFileReader", "PyTorchFileWriter", "import_ir_module", "import_ir_module_from_buffer", "gds",
+     "GdsFile", "load_metallib", "XPUPluggableAllocator", "caching_allocator_alloc", "caching_allocator_delete",
+     "tunable"}
 )
 """torch's names model_new.py may not touch (timers, dispatch internals, compilers, RNG), on any object but the
 model itself (`self.ops` is the model's own): torch is reachable under other names."""

@@ -480,6 +480,10 @@ RED_TEAM_MODEL_NEW = {
     "import_machinery_held_by_a_torch_module": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias)",
         extra="spec = torch.cuda.amp.common.find_spec('sys')\nsys_module = spec.loader.create_module(spec)\n"),
+    # a file of the candidate's choosing, written by torch's own zip writer
+    "file_written_by_torch": model_new(
+        "return cuda_extension.scale_bias(x, self.scale, self.bias)",
+        extra="writer = torch.PyTorchFileWriter('planted.zip')\n"),
     "value_read_in_forward": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias) if float(x.sum()) > -1e30 else x"),
 }
