@@ -8,8 +8,10 @@ re-exports another module under a new name fails here first.
 
 from __future__ import annotations
 
+import importlib
 import types
 import warnings
+from collections.abc import Iterator
 
 import torch  # noqa: F401 - the roots below
 import math  # noqa: F401
@@ -39,54 +41,11 @@ def _out_of_reach(module: types.ModuleType) -> bool:
     return any((p.startswith("_") and p not in ALLOWED_DUNDERS) or p in FORBIDDEN_TORCH_ATTRS for p in parts[1:])
 
 
-def reachable_escapes() -> list[str]:
-    """Every allowed chain from the roots that ends on a module out of reach."""
-    import importlib
-
+def _in_reach() -> Iterator[tuple[str, object]]:
+    """(chain, value) for every attribute the rules allow of every module in reach, from the roots; a module's
+    lazy attributes are imported too (getattr). Modules out of reach are yielded, not entered."""
     queue = [(name, importlib.import_module(name)) for name in ROOTS]
     seen: set[int] = set()
-    escapes = []
-    while queue:
-        path, module = queue.pop()
-        if id(module) in seen:
-            continue
-        seen.add(id(module))
-        for name in dir(module):
-            if not _allowed(name):
-                continue
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    value = getattr(module, name)  # a module's lazy attributes are imported too
-            except Exception:
-                continue
-            if not isinstance(value, types.ModuleType):
-                continue
-            if _out_of_reach(value):
-                escapes.append(f"{path}.{name} -> {value.__name__}")
-            else:
-                queue.append((f"{path}.{name}", value))
-    return sorted(escapes)
-
-
-HARMLESS_FOREIGN = {
-    # classes and helpers of other modules that torch's modules hold, reachable by allowed chains; none reads
-    # or writes memory, imports, evaluates a string the candidate chose, or runs code later on its own
-    "ABC", "ABCMeta", "AbstractContextManager", "Callable", "Counter", "Enum", "GenericAlias", "Iterable",
-    "Mapping", "Number", "OrderedDict", "ParamSpec", "Real", "Sequence", "TypeAliasType", "TypeIs", "TypeVar",
-    "abstractmethod", "auto", "bisect_right", "contextmanager", "deepcopy", "defaultdict", "deprecated",
-    "namedtuple",  # evaluates a template with its field names, which must be identifiers
-    "override", "partial", "total_ordering", "warn", "wraps",
-}
-
-
-def reachable_foreign_callables() -> dict[str, str]:
-    """name -> what it is, for every function or class of a module outside the roots reachable by allowed chains."""
-    import importlib
-
-    queue = [(name, importlib.import_module(name)) for name in ROOTS]
-    seen: set[int] = set()
-    found: dict[str, str] = {}
     while queue:
         path, module = queue.pop()
         if id(module) in seen:
@@ -101,15 +60,37 @@ def reachable_foreign_callables() -> dict[str, str]:
                     value = getattr(module, name)
             except Exception:
                 continue
-            if isinstance(value, types.ModuleType):
-                if not _out_of_reach(value):
-                    queue.append((f"{path}.{name}", value))
-                continue
-            if not callable(value):
-                continue
-            home = getattr(value, "__module__", None) or ""
-            if home.split(".")[0] not in ROOTS and home != "builtins":
-                found.setdefault(name, f"{path}.{name} ({home}.{getattr(value, '__qualname__', '?')})")
+            yield f"{path}.{name}", value
+            if isinstance(value, types.ModuleType) and not _out_of_reach(value):
+                queue.append((f"{path}.{name}", value))
+
+
+def reachable_escapes() -> list[str]:
+    """Every allowed chain from the roots that ends on a module out of reach."""
+    return sorted(f"{chain} -> {value.__name__}" for chain, value in _in_reach()
+                  if isinstance(value, types.ModuleType) and _out_of_reach(value))
+
+
+HARMLESS_FOREIGN = {
+    # classes and helpers of other modules that torch's modules hold, reachable by allowed chains; none reads
+    # or writes memory, imports, evaluates a string the candidate chose, or runs code later on its own
+    "ABC", "ABCMeta", "AbstractContextManager", "Callable", "Counter", "Enum", "GenericAlias", "Iterable",
+    "Mapping", "Number", "OrderedDict", "ParamSpec", "Real", "Sequence", "TypeAliasType", "TypeIs", "TypeVar",
+    "abstractmethod", "auto", "bisect_right", "contextmanager", "deepcopy", "defaultdict", "deprecated",
+    "namedtuple",  # evaluates a template with its field names, which must be identifiers
+    "override", "partial", "total_ordering", "warn", "wraps",
+}
+
+
+def reachable_foreign_callables() -> dict[str, str]:
+    """name -> where, for every function or class of a module outside the roots reachable by allowed chains."""
+    found: dict[str, str] = {}
+    for chain, value in _in_reach():
+        if isinstance(value, types.ModuleType) or not callable(value):
+            continue
+        home = getattr(value, "__module__", None) or ""
+        if home.split(".")[0] not in ROOTS and home != "builtins":
+            found.setdefault(chain.rsplit(".", 1)[1], f"{chain} ({home}.{getattr(value, '__qualname__', '?')})")
     return found
 
 
