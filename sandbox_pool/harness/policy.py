@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 
 ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
     {
@@ -86,9 +87,32 @@ FORBIDDEN_TORCH_ATTRS: frozenset[str] = frozenset(
 """torch's names model_new.py may not touch (timers, dispatch internals, compilers, RNG), on any object but the
 model itself (`self.ops` is the model's own): torch is reachable under other names."""
 
-INTERPRETER_PREFIXES: tuple[str, ...] = ("f_", "gi_", "ag_", "cr_", "co_", "tb_")
-"""Attributes of frames, generators, async generators, coroutines, code and tracebacks: a frame's `f_builtins`
-holds `eval` and `__import__`, a generator's code can be rewritten into any other."""
+def _interpreter_attributes() -> frozenset[str]:
+    """The attributes of this interpreter's frames, generators, async generators, coroutines, code objects and
+    tracebacks (`f_builtins`, `ag_frame`, `co_consts`, `tb_next`, ...), read from live ones."""
+
+    def generator():  # noqa: ANN202
+        yield
+
+    async def agen():  # noqa: ANN202
+        yield
+
+    async def coro() -> None:
+        pass
+
+    try:
+        raise RuntimeError
+    except RuntimeError as exc:
+        tb = exc.__traceback__
+    samples = [sys._getframe(), generator(), agen(), coro(), generator.__code__, tb]
+    names = {n for obj in samples for n in dir(obj) if n.startswith(("f_", "gi_", "ag_", "cr_", "co_", "tb_"))}
+    samples[3].close()  # the coroutine, never awaited
+    return frozenset(names)
+
+
+INTERPRETER_ATTRIBUTES: frozenset[str] = _interpreter_attributes()
+"""Refused on any object but the model itself: a frame's `f_builtins` holds `eval` and `__import__` (an async
+generator's `ag_frame` gave it to model_new.py), a generator's code can be rewritten into any other."""
 
 FORBIDDEN_BUILTINS: frozenset[str] = frozenset(
     {"__import__", "eval", "exec", "compile", "open", "globals", "locals", "vars", "getattr", "setattr",

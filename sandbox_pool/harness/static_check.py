@@ -15,7 +15,7 @@ import posixpath
 import re
 
 from cuda_agent.sandbox_pool.harness.policy import (
-    INTERPRETER_PREFIXES,
+    INTERPRETER_ATTRIBUTES,
     ALLOWED_DUNDERS,
     ALLOWED_IMPORTS,
     FORBIDDEN_ATTRIBUTES,
@@ -187,7 +187,8 @@ class _ModelNewVisitor(ast.NodeVisitor):
             # (child/turns.py catches it at run time however the object was reached; this says it early).
             self._flag(node, f"setting or deleting `.{attr}` on an object other than the model's own (`self.`) "
                              "is not allowed: model_new.py may not change torch or anything else it did not make")
-        if attr in FORBIDDEN_ATTRIBUTES or attr.startswith(INTERPRETER_PREFIXES):
+        on_the_model = isinstance(node.value, ast.Name) and node.value.id == "self"  # `self.f_scale` is the model's own
+        if attr in FORBIDDEN_ATTRIBUTES or (attr in INTERPRETER_ATTRIBUTES and not on_the_model):
             self._flag(node, f"attribute `{attr}` is not allowed in model_new.py")
         elif attr in ALLOWED_DUNDERS:
             pass
@@ -195,7 +196,7 @@ class _ModelNewVisitor(ast.NodeVisitor):
             self._flag(node, f"dunder attribute `{attr}` is not allowed")
         elif attr.startswith("_") and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
             self._flag(node, f"private attribute `{attr}` is not allowed (only on self)")
-        elif attr in FORBIDDEN_TORCH_ATTRS and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+        elif attr in FORBIDDEN_TORCH_ATTRS and not on_the_model:
             # on any object but the model itself: torch is reached under other names too (`import torch as t`,
             # `torch.nn.functional.torch`, `self.t = torch`)
             self._flag(node, f"`.{attr}` is not allowed in model_new.py (torch's `{attr}`, however torch is reached)")

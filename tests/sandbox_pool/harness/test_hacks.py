@@ -566,6 +566,16 @@ def test_type_hints_of_every_kind_pass_the_static_check() -> None:
     assert report.ok, report.violations
 
 
+def test_the_models_own_attributes_may_have_any_name() -> None:
+    """Names refused on other objects (torch's, the interpreter's) are the model's own on `self.`."""
+    from cuda_agent.sandbox_pool.harness.static_check import check_candidate
+
+    source = model_new("return cuda_extension.scale_bias(x, self.f_scale, self.cache)",
+                       init="self.f_scale = self.scale\nself.cache = self.bias\nself.ops = 3\nself.ref = None")
+    report = check_candidate({"model_new.py": source, "kernels/k.cpp": ""})
+    assert report.ok, report.violations
+
+
 @pytest.mark.parametrize("name", sorted(RED_TEAM_KERNELS))
 def test_red_team_kernel_is_rejected(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(HONEST, textwrap.dedent(RED_TEAM_KERNELS[name]))

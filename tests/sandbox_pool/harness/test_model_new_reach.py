@@ -21,7 +21,7 @@ from cuda_agent.sandbox_pool.harness.policy import (
     ALLOWED_DUNDERS,
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_TORCH_ATTRS,
-    INTERPRETER_PREFIXES,
+    INTERPRETER_ATTRIBUTES,
 )
 
 ROOTS = ("torch", "math", "typing")
@@ -29,7 +29,7 @@ ROOTS = ("torch", "math", "typing")
 
 def _allowed(name: str) -> bool:
     """The static check's rule for an attribute of anything but `self` (static_check._ModelNewVisitor)."""
-    if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_TORCH_ATTRS or name.startswith(INTERPRETER_PREFIXES):
+    if name in FORBIDDEN_ATTRIBUTES or name in FORBIDDEN_TORCH_ATTRS or name in INTERPRETER_ATTRIBUTES:
         return False
     return not name.startswith("_") or name in ALLOWED_DUNDERS
 
