@@ -46,6 +46,7 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         # every chain the static check allows and fails on a module outside torch, math and typing)
         "logging", "copy", "copyreg", "enum", "re", "stdlib_re", "glob", "hashlib", "numbers", "platform",
         "textwrap", "concurrent", "mp", "dist", "pynvml", "amdsmi",  # pynvml: torch.cuda's, on CUDA builds
+        "typing_extensions",
         "cpp", "return_types",  # torch._C's modules
         # leaving torch for Python-level or numpy compute
         "tolist", "item", "from_numpy", "frombuffer", "from_dlpack", "to_dlpack", "__array__",
@@ -82,7 +83,7 @@ FORBIDDEN_TORCH_ATTRS: frozenset[str] = frozenset(
      # torch's own file readers and writers, library and IR loaders, allocator and GEMM-tuning controls
      "PyTorchFileReader", "PyTorchFileWriter", "import_ir_module", "import_ir_module_from_buffer", "gds",
      "GdsFile", "load_metallib", "XPUPluggableAllocator", "caching_allocator_alloc", "caching_allocator_delete",
-     "tunable"}
+     "tunable", "onnx"}
 )
 """torch's names model_new.py may not touch (timers, dispatch internals, compilers, RNG), on any object but the
 model itself (`self.ops` is the model's own): torch is reachable under other names."""

@@ -25,6 +25,11 @@ from cuda_agent.sandbox_pool.harness.policy import (
 )
 
 ROOTS = ("torch", "math", "typing")
+LOADED = ("torch._dynamo", "torch.distributed", "torch.distributed.rpc", "torch.testing", "torch.onnx", "torch.fx",
+          "torch.export", "torch.utils.data", "torch.profiler", "torch.jit", "torch.ao.quantization.quantize_fx")
+"""Submodules that some process of ours loads (the compile baselines, the data filter, training, tests): once
+loaded they are attributes of their packages, so the walk starts with them loaded (it found more in the whole
+suite's process than alone before this list)."""
 
 
 def _allowed(name: str) -> bool:
@@ -44,6 +49,13 @@ def _out_of_reach(module: types.ModuleType) -> bool:
 def _in_reach() -> Iterator[tuple[str, object]]:
     """(chain, value) for every attribute the rules allow of every module in reach, from the roots; a module's
     lazy attributes are imported too (getattr). Modules out of reach are yielded, not entered."""
+    for name in LOADED:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                importlib.import_module(name)
+        except Exception:  # not in this build of torch
+            pass
     queue = [(name, importlib.import_module(name)) for name in ROOTS]
     seen: set[int] = set()
     while queue:
@@ -78,7 +90,8 @@ HARMLESS_FOREIGN = {
     "Mapping", "Number", "OrderedDict", "ParamSpec", "Real", "Sequence", "TypeAliasType", "TypeIs", "TypeVar",
     "abstractmethod", "auto", "bisect_right", "contextmanager", "deepcopy", "defaultdict", "deprecated",
     "namedtuple",  # evaluates a template with its field names, which must be identifiers
-    "override", "partial", "total_ordering", "warn", "wraps",
+    "override", "partial", "total_ordering", "warn", "wraps", "TypedDict",
+    "add_op",  # operator.add under another name
 }
 
 
