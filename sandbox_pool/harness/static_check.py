@@ -100,9 +100,15 @@ def _file_violations(path: str, text: str) -> list[str]:
         why = _operand_violation(path, directive, operand)
         if why:
             found.append(f"{path}:{first}: `#{directive} {operand[:80]}` is not allowed ({why})")
-    if re.search(r"incbin", _JOINED_LITERALS.sub("", code), re.IGNORECASE) and not re.search(r"incbin", code):
+    if hidden_incbin(code):
         found.append(f"{path}: `.incbin` is not allowed (reading files; in any case, or across string literals)")
     return found
+
+
+def hidden_incbin(code: str) -> bool:
+    """`.incbin` in another case or across adjacent string literals (`".inc" "bin"`): what the source pattern,
+    which reads one lowercase spelling, does not see."""
+    return bool(re.search(r"incbin", _JOINED_LITERALS.sub("", code), re.IGNORECASE)) and not re.search(r"incbin", code)
 
 
 def _operand_violation(path: str, directive: str, operand: str) -> str | None:

@@ -26,11 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cuda_agent.errors import InfraError
-from cuda_agent.sandbox_pool.harness.static_check import source_violations
+from cuda_agent.sandbox_pool.harness.static_check import hidden_incbin, source_violations
 
 MEMO_SUFFIX = ".expanded"
 _MARKER = re.compile(r'#(?:line)?[ \t]*(\d+)[ \t]+"([^"\n]*)"[^\n]*\n')  # kernels/ names hold no quotes
-_JOINED_LITERALS = re.compile(r'"[ \t]*"')
 _NOTE = ", after macro expansion"
 
 
@@ -64,8 +63,7 @@ def violations(preprocessed: str, stage: Path) -> list[str]:
     for path, (lines, numbers) in sorted(by_file.items()):
         code = "\n".join(lines)
         found += source_violations(path, code, numbers, _NOTE)
-        joined = _JOINED_LITERALS.sub("", code)
-        if re.search(r"incbin", joined, re.IGNORECASE) and not re.search(r"incbin", code, re.IGNORECASE):
+        if hidden_incbin(code):
             found.append(f"{path}: `.incbin` is not allowed (reading files{_NOTE})")
     return found
 
