@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 CANDIDATE_FILE = "model_new.py"
@@ -40,18 +39,20 @@ class Turns:
         self._codes: list[types.CodeType] = []
 
     # -- the candidate's turns -----------------------------------------------------------------------
-    @contextmanager
-    def theirs(self) -> Iterator[None]:
-        """The candidate's code may run in here (nested turns are fine)."""
+    def theirs(self) -> "Turns":
+        """`with turns.theirs():` the candidate's code may run in here (nested turns are fine). A plain
+        `__enter__`/`__exit__`, not a generator: it sits in every timed call's window."""
+        return self
+
+    def __enter__(self) -> None:
         self._theirs += 1
         if self._watching and self._tool is None and self._theirs == 1:
             sys.setprofile(None)
-        try:
-            yield
-        finally:
-            self._theirs -= 1
-            if self._tool is None and self._theirs == 0 and self._watching:
-                sys.setprofile(self._profile)
+
+    def __exit__(self, *exc: object) -> None:
+        self._theirs -= 1
+        if self._tool is None and self._theirs == 0 and self._watching:
+            sys.setprofile(self._profile)
 
     # -- watching ---------------------------------------------------------------------------------------
     def watch(self, module_code: types.CodeType, *, monitoring: bool = True) -> None:
