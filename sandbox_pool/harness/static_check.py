@@ -23,6 +23,7 @@ from cuda_agent.sandbox_pool.harness.policy import (
     FORBIDDEN_SOURCE_PATTERNS,
     FORBIDDEN_TORCH_ATTRS,
 )
+from cuda_agent.sandbox_pool.harness.self_binding import SELF_NAMES, self_binding_violations
 from cuda_agent.sandbox_pool.workspace.layout import CANDIDATE_ENTRY, is_candidate_path
 
 
@@ -132,13 +133,6 @@ def _operand_violation(path: str, directive: str, operand: str) -> str | None:
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
-def _root_name(node: ast.expr) -> str | None:
-    """The name an attribute, subscript or call chain starts from (`self` in `self.layers[0].weight`)."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call, ast.Starred)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
 def _strip_comments(text: str) -> str:
     """C/C++ source without comments (newlines kept, so line numbers stay right)."""
     return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
@@ -153,6 +147,7 @@ def _check_model_new(source: str, report: StaticCheckReport) -> None:
     visitor = _ModelNewVisitor()
     visitor.visit(tree)
     report.violations.extend(visitor.violations)
+    report.violations.extend(f"model_new.py:{line}: {message}" for line, message in self_binding_violations(tree))
     if not visitor.defines_model_new:
         report.errors.append("model_new.py does not define class ModelNew")
 
@@ -188,11 +183,14 @@ class _ModelNewVisitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        if isinstance(node.ctx, (ast.Store, ast.Del)) and _root_name(node) != "self":
-            # `torch.equal = f`, `torch.Tensor.detach = f`: code the harness would run after the call
-            # (child/turns.py catches it at run time however the object was reached; this says it early).
-            self._flag(node, f"setting or deleting `.{attr}` on an object other than the model's own (`self.`) "
-                             "is not allowed: model_new.py may not change torch or anything else it did not make")
+        if isinstance(node.ctx, (ast.Store, ast.Del)) and not (
+                isinstance(node.value, ast.Name) and node.value.id in SELF_NAMES):
+            # `torch.equal = f`, `torch.Tensor.detach = f`, and `self.t.equal = f` after `self.t = torch`: code
+            # the harness would run after the call (child/turns.py catches a function of model_new.py at run time
+            # however the object was reached; a builtin put in another's place it does not: this does).
+            self._flag(node, f"setting or deleting `.{attr}` on anything but the candidate's own object directly "
+                             f"(`self.{attr} = ...`) is not allowed: model_new.py may not change torch or anything "
+                             "else it did not make (set the attribute where the object is made)")
         on_the_model = isinstance(node.value, ast.Name) and node.value.id == "self"  # `self.f_scale` is the model's own
         if attr in FORBIDDEN_ATTRIBUTES or (attr in INTERPRETER_ATTRIBUTES and not on_the_model):
             self._flag(node, f"attribute `{attr}` is not allowed in model_new.py")

@@ -35,6 +35,15 @@ class EvaluatorThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
+@pytest.fixture
+def static_check_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run-time layers alone: the evaluator's static check passes every candidate (tests of defence in
+    depth, for cheats the static rules refuse first)."""
+    from cuda_agent.sandbox_pool.harness import evaluator, static_check
+
+    monkeypatch.setattr(evaluator, "check_candidate", lambda files: static_check.StaticCheckReport())
+
+
 @pytest.fixture(scope="session")
 def cpu_evaluator():
     runner = EvaluatorThread("cpu")

@@ -125,8 +125,9 @@ def test_cuda_sources_are_checked_as_the_compiler_reads_them(run, hidden: bool) 
         assert result.status is EvalStatus.OK and result.correct, (result.status, result.error, result.violations)
 
 
-# A torch fallback computed after the call, by a torch method the candidate replaced through an alias (no
-# static rule sees it); on Python 3.12 the child watches the candidate's code with sys.monitoring (turns.py).
+# A torch fallback computed after the call, by a torch method the candidate replaced through a helper called with
+# torch as its `self` (the static check refuses that since 2026-12-04: harness/self_binding.py; taken out of the way
+# here); on Python 3.12 the child watches the candidate's code with sys.monitoring (turns.py).
 FILLED_AFTER_THE_CALL = """
 import torch
 import torch.nn as nn
@@ -161,7 +162,7 @@ class ModelNew(nn.Module):
 """
 
 
-def test_a_torch_fallback_left_for_the_harness_to_run_is_a_violation(run) -> None:
+def test_a_torch_fallback_left_for_the_harness_to_run_is_a_violation(run, static_check_off) -> None:
     files = {**_files("cuda_fast"), "model_new.py": FILLED_AFTER_THE_CALL}
     result = run(files, profile=True)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)

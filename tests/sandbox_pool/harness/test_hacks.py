@@ -260,8 +260,9 @@ def test_reaching_the_harness_descriptors_is_refused_at_the_build(evaluate_cpu, 
 
 
 # Code left behind for the harness to run after the call: outside the compute guard and the timed window.
-# Both reach torch through an alias (`self` of a helper's method is torch here), which no static rule
-# follows; the child sees the candidate's code run when it is not its turn (child/turns.py).
+# Both reach torch through a helper's method called with torch as its `self`: refused by the static check since
+# 2026-12-04 (harness/self_binding.py, test_self_binding.py); with it out of the way the child still sees the
+# candidate's code run when it is not its turn (child/turns.py): the run-time layer holds on its own.
 LEAVES_CODE_BEHIND = {
     # HACKS #1 + #9: a torch fallback computed after the call by a replaced torch function and method;
     # rewarded 3 on 2026-12-04 before the watch (reported time: an uninitialised tensor's).
@@ -326,7 +327,7 @@ LEAVES_CODE_BEHIND = {
 
 
 @pytest.mark.parametrize("name", sorted(LEAVES_CODE_BEHIND))
-def test_code_left_for_the_harness_to_run_is_a_violation(evaluate_cpu, name: str) -> None:
+def test_code_left_for_the_harness_to_run_is_a_violation(evaluate_cpu, name: str, static_check_off) -> None:
     result = evaluate_cpu(LEAVES_CODE_BEHIND[name], profile=True)
     assert result.stages["static_check"].ok is True, result.violations
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
@@ -484,6 +485,28 @@ RED_TEAM_MODEL_NEW = {
     "file_written_by_torch": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias)",
         extra="writer = torch.PyTorchFileWriter('planted.zip')\n"),
+    # a helper's method called with torch as its `self` (rewarded 3 on 2026-12-04): on `self.` the static rules
+    # allowed private names, so `self._C` was torch._C, and its dispatch-mode stack held the compute guard
+    "guard_popped_through_a_foreign_self": model_new(
+        """
+        c = Peek.grab(torch)
+        mode = Peek.pop(c)
+        out = x * self.scale + self.bias
+        Peek.push(c, mode)
+        return out
+        """,
+        extra="""
+        class Peek:
+            def grab(self):
+                return self._C
+
+            def pop(self):
+                return self._pop_torch_dispatch_stack(None)
+
+            def push(self, mode):
+                return self._push_on_torch_dispatch_stack(mode)
+        """,
+    ),
     "value_read_in_forward": model_new(
         "return cuda_extension.scale_bias(x, self.scale, self.bias) if float(x.sum()) > -1e30 else x"),
 }
