@@ -63,6 +63,10 @@ class EvalOptions(BaseModel):
     influence_checks: int = Field(1, ge=0, le=8, description="Influence twins: extra trials that exchange the values "
                                   "at random positions of an i.i.d.-looking draw; the candidate's output must move "
                                   "as the reference's does (compare.influence_mismatch).")
+    timed_influence_checks: int = Field(2, ge=0, le=8, description="Influence twins among the timed calls: a timed "
+                                        "call whose draw is an earlier one's with values exchanged, both checked at "
+                                        "the same positions, chosen at random and never revealed (a kernel that "
+                                        "approximates once verification is over meets the same rule while timed).")
     profile: bool = Field(True, description="Time the candidate and the baselines after verification.")
     timed_calls: int = Field(DEFAULT_TIMED_CALLS, ge=3, le=1000, description="Timed calls, each on inputs never seen before (drawn by the child, outside the timed window).")
     checked_timed_calls: int | None = Field(

@@ -78,6 +78,12 @@ class PreparedReference:
     """The timed calls chosen for checking (secret: the child reports every call's fingerprint)."""
     influence: dict[int, int] = field(default_factory=dict)
     """Influence twins: trial index of the twin -> trial index of the draw it perturbs."""
+    timed_twins: dict[int, int] = field(default_factory=dict)
+    """Influence twins among the timed calls: timed call of the twin -> the earlier timed call it perturbs (both
+    checked, printed at the same positions; secret like the checked calls)."""
+    timed_twin_refs: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = field(default_factory=dict)
+    """Per timed twin: the reference's print of its base and of itself, in the outputs' own dtypes (the
+    influence check's rounding allowance is the dtype's)."""
     reference_mutates_inputs: bool = False
     output_nbytes: int = 0
     perturbed: int = 0
@@ -158,7 +164,7 @@ def write_init_file(model: Any, init_inputs: list[Any], work_dir: str) -> None:
 def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
     atol: float, rtol: float, print_seed: int, perturb: bool = True, influence_checks: int = 0,
-    checked_calls: int | None = None, pause: Callable[[], None] | None = None,
+    checked_calls: int | None = None, timed_influence_checks: int = 0, pause: Callable[[], None] | None = None,
 ) -> PreparedReference:
     """Write the init file for a child and compute what the parent judges with.
 
@@ -175,7 +181,9 @@ def prepare(
     checked calls are derived from it one way (`keyed`), so the seeds the child is told, one after each
     call, reveal neither the key, nor the next call's positions, nor which calls are checked. Of the
     `timed_calls`, `checked_calls` (None: all) chosen that way get the reference's fingerprint bounds;
-    the others are neither drawn nor run here."""
+    the others are neither drawn nor run here. Up to `timed_influence_checks` timed calls are influence
+    twins of earlier ones (`plan_timed_twins`): verification is not the only place a twin can come, so a
+    kernel that approximates once it has seen the trials go by is judged by the same rule while timed."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
@@ -198,22 +206,58 @@ def prepare(
     prepared.timing_draws = timing_draws(seed, timed_calls)
     prepared.print_seeds = [keyed(print_seed, f"print {k}") for k in range(timed_calls)]
     prepared.checked_calls = checked_timed_calls(print_seed, timed_calls, checked_calls)
+    pairs = plan_timed_twins(print_seed, timed_calls, timed_influence_checks)
+    for j, (twin, base) in enumerate(pairs.items()):
+        planned = prepared.timing_draws[base]
+        prepared.timing_draws[twin] = Draw(
+            seed=planned.seed, distribution=planned.distribution, perturb_seed=keyed(print_seed, f"twin {twin}") >> 32,
+            perturb_fraction=INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)])
+        prepared.print_seeds[twin] = prepared.print_seeds[base]  # the same positions: the moves are compared there
+    prepared.checked_calls = sorted(set(prepared.checked_calls) | set(pairs) | set(pairs.values()))
     checked = set(prepared.checked_calls)
+    natives: dict[int, list[torch.Tensor]] = {}
     for k, planned in enumerate(prepared.timing_draws):
         if k not in checked:
             prepared.timing_prints.append(None)
             continue
         pause()
-        inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device)
         try:
+            inputs = draw(problem.get_inputs, planned.seed, planned.distribution, device,
+                          perturb_seed=planned.perturb_seed, perturb_fraction=planned.perturb_fraction)
             outputs: list[Any] | None = _run(model, inputs)
         except Exception:  # a transformed draw the reference cannot take: that call is not checked
             outputs = None
-        prepared.timing_prints.append(
-            fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol)
-            if outputs is not None and _all_finite(outputs) else None
-        )
+        usable = outputs is not None and _all_finite(outputs)
+        prepared.timing_prints.append(fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol) if usable else None)
+        if usable and (k in pairs or k in pairs.values()):
+            natives[k] = [v.to(r.dtype) if isinstance(r, torch.Tensor) and r.is_floating_point() else v
+                          for v, r in zip(prepared.timing_prints[k][0], outputs)]
+    for twin, base in pairs.items():
+        if twin in natives and base in natives:
+            prepared.timed_twins[twin] = base
+            prepared.timed_twin_refs[twin] = (natives[base], natives[twin])
     return prepared
+
+
+def plan_timed_twins(key: int, timed_calls: int, count: int) -> dict[int, int]:
+    """Timed call of each twin -> the earlier timed call whose draw it perturbs, drawn from the secret key.
+
+    A base is an i.i.d.-looking call (native, affine); its twin comes later at a position whose place in the
+    distribution cycle is the base's, so the twin's distribution is the one that position always has."""
+    rng = random.Random(keyed(key, "timed twins"))
+    cycle = len(DISTRIBUTIONS)
+    options = [(base, twin) for base in range(timed_calls) if timing_distribution(base) in IID_DISTRIBUTIONS
+               for twin in range(base + cycle, timed_calls, cycle)]
+    rng.shuffle(options)
+    pairs: dict[int, int] = {}
+    used: set[int] = set()
+    for base, twin in options:
+        if len(pairs) >= count:
+            break
+        if base not in used and twin not in used:
+            pairs[twin] = base
+            used |= {base, twin}
+    return pairs
 
 
 def keyed(key: int, label: str) -> int:

@@ -140,6 +140,7 @@ class CandidateSession:
         self.child: ChildProcess | None = None
         self.kept: dict[int, list[Any]] = {}  # the candidate's outputs on draws that influence twins perturb
         self.twin_outputs: list[Any] | None = None  # the candidate's outputs on the current twin
+        self.timed_prints: dict[int, list[torch.Tensor]] = {}  # the candidate's prints of timed twins' bases
         self.influence_ratios: list[float] = []
         self.judged_on_cpu = 0  # judging steps the device had no memory for (`judge`)
         self.lease = run.lease
@@ -403,6 +404,16 @@ class CandidateSession:
         if got is None or fingerprint_mismatch(got, *expected):
             return self.timing_violation(f"the output of timed call {k} is wrong although verification passed "
                                          "(results cached or behaviour changed while timed)")
+        if k in self.prepared.timed_twins.values():
+            self.timed_prints[k] = got
+        base = self.prepared.timed_twins.get(k)
+        if base is not None and base in self.timed_prints:
+            mismatch, ratios = influence_mismatch(self.timed_prints[base], got, *self.prepared.timed_twin_refs[k],
+                                                  self.prepared.timing_draws[k].perturb_fraction)
+            self.influence_ratios += ratios
+            if mismatch:
+                return self.timing_violation(f"timed call {k} (an influence twin of timed call {base}): {mismatch}; "
+                                             "verification passed, so the kernel changed its behaviour while timed")
         return None
 
     def timing_violation(self, problem: str) -> bool:
@@ -435,8 +446,9 @@ class CandidateSession:
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
         checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
+        twins = sum(k in self.prints_checked for k in self.prepared.timed_twins)
         profile.log = (f"{len(stats.samples_us)} timed calls on fresh inputs, the outputs of {checked} checked "
-                       f"(chosen at random, secret); median {stats.median_us:.1f} us; "
+                       f"(chosen at random, secret; {twins} of them influence twins of earlier calls); median {stats.median_us:.1f} us; "
                        f"host floor {log_number(message.host_floor_us):.1f} us; timed by the host clock: "
                        f"{str(message.host_fallbacks)[:20]}; L2 reset: {str(message.l2_reset)[:20]}; outside-process bound: "
                        + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")

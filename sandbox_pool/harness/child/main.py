@@ -35,6 +35,8 @@ from cuda_agent.sandbox_pool.harness.stats import relative_half_width
 timer_now = time.perf_counter  # captured before any candidate code is loaded
 WARMUP_SECONDS = {"cpu": 0.05, "cuda": 0.2}
 MAX_WARMUP_CALLS = 1000
+WARM_SEED_OFFSET = 3_000_000
+"""Warm-up draws: the first timed draws' seeds plus this (a range no trial, timed call or twin uses)."""
 AHEAD_MAX_BYTES = 2 << 30
 AHEAD_DEVICE_FRACTION = 1 / 64
 """A GPU child draws its timed calls' inputs before it asks for the device alone, up to the smaller of
@@ -321,7 +323,9 @@ class Child:
         if not planned:
             return
         try:
-            warm = trials[:2] or [self.draw(planned[0])]
+            # Fresh draws, not the trials again: a trial's input coming back would tell the candidate that
+            # verification is over (red team, 2026-12-04: a kernel approximated from then on).
+            warm = [self.draw(Draw(seed=d.seed + WARM_SEED_OFFSET, distribution=d.distribution)) for d in planned[:2]]
             # Warm up by count and by time, so clocks and caches settle before timing.
             warm_until = timer_now() + WARMUP_SECONDS[self.spec.device]
             k = 0

@@ -78,3 +78,31 @@ def test_only_the_influence_twin_catches_an_input_detecting_subsampler(evaluate)
     assert without.correct, without.error
     caught = evaluate("detect", seed=3)
     assert caught.status is EvalStatus.INCORRECT and "influence" in (caught.error or ""), caught.error
+
+
+def test_an_approximation_that_waits_for_verification_to_end_meets_the_twins_while_timed(evaluate_cpu) -> None:
+    """Red team, 2026-12-04: honest on the trials (their number is known), subsampling from then on. The
+    elementwise checks of the timed calls pass it (it reads every element of a structured draw); the influence
+    twins among the timed calls do not. Without them (the premise) it is rewarded."""
+    source = model_new("detect").replace(
+        "        return cuda_extension.wsum_detect(x, self.gain, self.bias)\n",
+        "        self.calls += 1\n"
+        "        if self.calls <= 7:  # the six trials and the twin\n"
+        "            return cuda_extension.wsum_seq(x, self.gain, self.bias)\n"
+        "        return cuda_extension.wsum_detect(x, self.gain, self.bias)\n",
+    ).replace("        self.bias = nn.Parameter(torch.zeros(1))\n", "        self.bias = nn.Parameter(torch.zeros(1))\n"
+              "        self.calls = 0\n")
+    options = {"profile": True, "seed": 3, "timed_calls": 30, "checked_timed_calls": 2}
+    without = evaluate_cpu(source, KERNELS, problem=PROBLEM, timed_influence_checks=0, **options)
+    assert without.correct and without.status is EvalStatus.OK, (without.status, without.error)
+    caught = evaluate_cpu(source, KERNELS, problem=PROBLEM, timed_influence_checks=8, **options)
+    assert caught.status is EvalStatus.VIOLATION and caught.reward == -1.0, (caught.status, caught.error)
+    assert "influence twin of timed call" in (caught.error or ""), caught.error
+
+
+def test_honest_summation_orders_pass_the_timed_twins(evaluate_cpu) -> None:
+    for variant in ("seq", "atomics"):
+        result = evaluate_cpu(model_new(variant), KERNELS, problem=PROBLEM, profile=True, seed=5, timed_calls=30,
+                              checked_timed_calls=2, timed_influence_checks=8)
+        assert result.status is EvalStatus.OK, (variant, result.status, result.error)
+        assert "influence twins of earlier calls" in result.stages["profile"].log

@@ -23,7 +23,8 @@ from cuda_agent.sandbox_pool.harness.compare import (
     fingerprint_mismatch,
 )
 from cuda_agent.sandbox_pool.harness.problem import load_problem
-from cuda_agent.sandbox_pool.harness.reference import checked_timed_calls, prepare
+from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, IID_DISTRIBUTIONS
+from cuda_agent.sandbox_pool.harness.reference import checked_timed_calls, plan_timed_twins, prepare
 
 PROBLEM = (Path(__file__).parent / "candidates" / "problem_scale_bias.py").read_text()
 
@@ -72,7 +73,7 @@ def test_unchecked_calls_cost_no_reference_run(tmp_path: Path) -> None:
     assert len(prepared.timing_draws) == len(prepared.print_seeds) == len(prepared.timing_prints) == 12
     assert [k for k, p in enumerate(prepared.timing_prints) if p is not None] == prepared.checked_calls
     assert len(prepared.checked_calls) == 3
-    assert len(steps) == 4 + 1 + 3  # trials, the twin, the checked calls' reference runs
+    assert len(steps) == 4 + 1 + 3  # trials, the twin, the checked calls' reference runs (no timed twins asked)
 
 
 def test_the_seeds_a_child_is_told_predict_nothing(tmp_path: Path) -> None:
@@ -103,6 +104,24 @@ def test_wrong_outputs_on_the_timed_calls_are_caught_with_few_checks(evaluate_cp
 
 
 def test_an_honest_kernel_passes_and_the_log_says_how_many_outputs_were_checked(evaluate_cpu) -> None:
-    result = evaluate_cpu(HONEST, profile=True, timed_calls=12, checked_timed_calls=4)
+    result = evaluate_cpu(HONEST, profile=True, timed_calls=12, checked_timed_calls=4, timed_influence_checks=0)
     assert result.status is EvalStatus.OK, result.error
     assert "12 timed calls on fresh inputs, the outputs of 4 checked" in result.stages["profile"].log
+    with_twins = evaluate_cpu(HONEST, profile=True, timed_calls=12, checked_timed_calls=4)
+    assert with_twins.status is EvalStatus.OK, with_twins.error
+    assert "2 of them influence twins of earlier calls" in with_twins.stages["profile"].log  # (0, 6) and (5, 11)
+
+
+def test_timed_twins_are_secret_later_calls_in_the_base_s_place_of_the_cycle(tmp_path: Path) -> None:
+    prepared = prepare(load_problem(PROBLEM), str(tmp_path), "cpu", seed=3, trials=2, timed_calls=30, atol=1e-4,
+                       rtol=1e-4, print_seed=777, checked_calls=10, timed_influence_checks=2)
+    assert len(prepared.timed_twins) == 2
+    for twin, base in prepared.timed_twins.items():
+        assert twin > base and (twin - base) % len(DISTRIBUTIONS) == 0
+        assert prepared.timing_draws[base].distribution in IID_DISTRIBUTIONS
+        planned, of = prepared.timing_draws[twin], prepared.timing_draws[base]
+        assert (planned.seed, planned.distribution) == (of.seed, of.distribution) and planned.perturb_fraction > 0
+        assert prepared.print_seeds[twin] == prepared.print_seeds[base]  # compared at the same positions
+        assert {twin, base} <= set(prepared.checked_calls)
+    others = [plan_timed_twins(key, 30, 2) for key in range(200)]
+    assert len({tuple(sorted(p.items())) for p in others}) > 50  # a different choice per evaluation
