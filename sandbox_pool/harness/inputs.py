@@ -2,9 +2,12 @@
 
 Besides `get_inputs()` itself, verification draws from other distributions that keep the
 domain the reference needs: a tensor whose draw is non-negative stays non-negative, one in
-[-1, 1] (e.g. [0, 1)) stays inside the native draw's own range, integer, boolean and
-integer-valued floating tensors (labels, masks stored as floats) are left as `get_inputs()`
-drew them. Every transform works on the native draw (multiplicative factors keep each
+[-1, 1] (e.g. [0, 1)) stays inside the native draw's own range; integer-valued floating data of
+more than two levels (8-bit pixels, counts) gets the same kinds of structure built from its own
+values only (`_transform_levels`: the lowest level with the draw's values here and there, sorted
+rows, rows capped at one of their levels, low levels raised to a high one); integer and boolean
+tensors, 0/1 masks and one-hot labels stored as floats are left as `get_inputs()` drew them.
+Every transform of continuous data works on the native draw (multiplicative factors keep each
 element's sign and its zeros):
 
 - ``spikes``: a damped background (x 1e-3) with sparse spikes at random positions (density
@@ -14,7 +17,11 @@ element's sign and its zeros):
 - ``row_col``: per-row and per-column scales, a factor 10^U(-1, 1) per index along every axis;
 - ``heavy_tailed``: a Pareto(1.5) factor 0.1 * U^(-2/3) (capped at 10) per element;
 - ``affine``: the whole draw scaled by 2..4 and shifted by 0.5..1.5 (in [-1, 1]: a signed power
-  2..4, halved and shifted by 0.25), so its mean and spread are not the native ones.
+  2..4, halved and shifted by 0.25), so its mean and spread are not the native ones;
+- ``few_spikes``: 1..16 spikes in the whole tensor (log-uniform) on a background damped to carry about
+  as much as they do: a kernel that reads a subset of the elements and checks its own spread (robustly,
+  so outliers are ignored) sees a smooth background and misses most of them (red team, 2026-12-04: such a
+  subsampler of a whole-tensor sum, which exchanges cannot move, was rewarded 3 against ``spikes`` alone).
 
 A kernel that reduces over a subset of its input (strided, first k) or returns the
 expectation of the native distribution fails these elementwise (HACKS.md #16, #17). A draw
@@ -35,7 +42,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-DISTRIBUTIONS = ("native", "spikes", "ramp", "row_col", "heavy_tailed", "affine")
+DISTRIBUTIONS = ("native", "spikes", "ramp", "row_col", "heavy_tailed", "affine", "few_spikes")
 """Correctness trials cycle through these (native first); timed calls too, so most timed
 inputs are ones on which an approximation fails its fingerprint check."""
 
@@ -64,11 +71,12 @@ def draw(get_inputs: Callable[[], list[Any]], seed: int, distribution: str = "na
             values = list(get_inputs())
     if distribution != "native":
         gen = torch.Generator().manual_seed(seed ^ 0x5EED)  # scalars only: drawn on the CPU
-        values = [_transform(v, distribution, gen, seed + 7919 * i) if _is_continuous(v) else v
+        values = [_transform(v, distribution, gen, seed + 7919 * i) if _is_continuous(v) else
+                  _transform_levels(v, distribution, gen, seed + 7919 * i) if _is_levels(v) else v
                   for i, v in enumerate(values)]
     if perturb_seed is not None and perturb_fraction > 0:
-        values = [_exchange(v, perturb_fraction, perturb_seed + 7919 * i) if _is_continuous(v) else v
-                  for i, v in enumerate(values)]
+        values = [_exchange(v, perturb_fraction, perturb_seed + 7919 * i) if _is_continuous(v) or _is_levels(v)
+                  else v for i, v in enumerate(values)]
     return values
 
 
@@ -80,6 +88,48 @@ def _is_continuous(value: Any) -> bool:
     if not bool(torch.equal(head, torch.round(head))):
         return True
     return not bool(torch.equal(value, torch.round(value)))
+
+
+def _is_levels(value: Any) -> bool:
+    """An integer-valued floating tensor of several levels (8-bit pixels, counts stored as floats): data, not a
+    0/1 mask or a one-hot label, whose structure the reference may need (those stay as drawn)."""
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 2) or _is_continuous(value):
+        return False
+    return torch.unique(value.reshape(-1)[:4096]).numel() > 2
+
+
+def _transform_levels(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: int) -> torch.Tensor:
+    """The structured draws for integer-valued data, built from the draw's own values only (its levels, hence
+    its range and integrality, are kept). Red team, 2026-12-04: with these draws left native, a row mean of
+    8-bit pixels answered by the constant 127.5 was rewarded 3."""
+    dev = _device_gen(t, seed)
+    flat = t.reshape(-1)
+    low = flat.min()
+    if distribution in ("spikes", "few_spikes", "heavy_tailed"):  # the lowest level, the draw's own values here and there
+        if distribution == "few_spikes":
+            keep = torch.zeros(flat.numel(), dtype=torch.bool, device=t.device)
+            keep[torch.randint(0, flat.numel(), (max(1, round(2.0 ** _uniform(gen, 0.0, 4.0))),),
+                               generator=dev, device=t.device)] = True
+            keep = keep.reshape(t.shape)
+        else:
+            density = 2.0 ** -_uniform(gen, 3.0, 10.0) if distribution == "spikes" else _uniform(gen, 0.05, 0.5)
+            keep = torch.rand(t.shape, generator=dev, device=t.device) < density
+        out = torch.where(keep, t, low)
+    elif distribution == "ramp":  # sorted along the last axis: position decides the level
+        out = torch.sort(t, dim=-1, descending=_uniform(gen, 0.0, 1.0) < 0.5).values
+    elif distribution == "row_col":  # each row capped at one of its own levels
+        rows = t.reshape(t.shape[0], -1) if t.dim() > 1 else t.reshape(1, -1)
+        at = (torch.rand(rows.shape[0], 1, generator=dev, device=t.device) * 0.9 * rows.shape[1]).long()
+        caps = torch.sort(rows, dim=1).values.gather(1, at)  # a level of its own, low to high per row
+        out = torch.minimum(rows, caps).reshape(t.shape)
+    elif distribution == "affine":  # everything below a high level raised to it: another mean, another spread
+        k = max(1, int(flat.numel() * _uniform(gen, 0.5, 0.9)))
+        out = torch.maximum(t, torch.kthvalue(flat.float(), k).values.to(t.dtype))
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}")
+    result = torch.empty_like(t)
+    result.copy_(out)
+    return result
 
 
 def _device_gen(t: torch.Tensor, seed: int) -> torch.Generator:
@@ -108,16 +158,23 @@ def _transform(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: i
     base = t.to(torch.float32)
     dev = _device_gen(base, seed)
     shape, device = base.shape, base.device
-    if distribution == "spikes":
-        density = 2.0 ** -_uniform(gen, 3.0, 10.0)
-        mask = torch.rand(shape, generator=dev, device=device) < density
+    if distribution in ("spikes", "few_spikes"):
+        if distribution == "spikes":
+            density, damp = 2.0 ** -_uniform(gen, 3.0, 10.0), 1e-3
+            mask = torch.rand(shape, generator=dev, device=device) < density
+        else:
+            count = max(1, round(2.0 ** _uniform(gen, 0.0, 4.0)))
+            damp = min(1e-3, count / base.numel())
+            mask = torch.zeros(base.numel(), dtype=torch.bool, device=device)
+            mask[torch.randint(0, base.numel(), (count,), generator=dev, device=device)] = True
+            mask = mask.reshape(shape)
         mask.view(-1)[int(torch.randint(0, base.numel(), (1,), generator=gen))] = True  # at least one
         top = max(abs(lo), abs(hi)) or 1.0
         picked = base[mask]
         spike = top * torch.pow(10.0, torch.rand(picked.shape, generator=dev, device=device) * 2 - 1)
         if not nonneg:  # the element's own sign
             spike = torch.where(picked < 0, -spike, spike)
-        out = base * 1e-3
+        out = base * damp
         out[mask] = spike
     elif distribution == "ramp":
         def ramp(axis: int, size: int) -> torch.Tensor:

@@ -58,8 +58,8 @@ class EvalOptions(BaseModel):
     precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Precision policy (DESIGN.md).")
     atol: float | None = Field(None, description="Absolute tolerance; None = the policy's default (1e-2, strict 1e-4).")
     rtol: float | None = Field(None, description="Relative tolerance; None = the policy's default.")
-    correctness_trials: int = Field(6, ge=1, le=50, description="Input draws checked for correctness: native, then "
-                                    "spikes, ramp, row_col, heavy_tailed, affine in turn (harness/inputs.py).")
+    correctness_trials: int = Field(7, ge=1, le=50, description="Input draws checked for correctness: native, then "
+                                    "spikes, ramp, row_col, heavy_tailed, affine, few_spikes in turn (harness/inputs.py).")
     influence_checks: int = Field(1, ge=0, le=8, description="Influence twins: extra trials that exchange the values "
                                   "at random positions of an i.i.d.-looking draw; the candidate's output must move "
                                   "as the reference's does (compare.influence_mismatch).")

@@ -75,6 +75,8 @@ class ChildSpec(BaseModel):
     trial_draws: list[Draw] = Field(default_factory=list)
     timing_draws: list[Draw] = Field(default_factory=list)
     warmup: int = 3
+    outputs_may_alias_inputs: bool = False
+    """The reference's outputs share memory with its inputs (a view, an in-place op): the candidate's may too."""
     init_seed: int = 0
     isolate: bool = True
     memory_limit_mb: int | None = None

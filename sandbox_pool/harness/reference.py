@@ -85,6 +85,8 @@ class PreparedReference:
     """Per timed twin: the reference's print of its base and of itself, in the outputs' own dtypes (the
     influence check's rounding allowance is the dtype's)."""
     reference_mutates_inputs: bool = False
+    reference_aliases_inputs: bool = False
+    """The reference's outputs share memory with its inputs (a view of one, an in-place op)."""
     output_nbytes: int = 0
     perturbed: int = 0
 
@@ -144,6 +146,13 @@ def _clones(values: list[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def _shares_memory(outputs: list[Any], inputs: list[Any]) -> bool:
+    def spans(values: list[Any]) -> list[tuple[int, int]]:
+        return [(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
+                for t in values if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().nbytes()]
+    return any(a < d and c < b for a, b in spans(outputs) for c, d in spans(inputs))
+
+
 def _mutates(model: Any, inputs: list[Any]) -> bool:
     pristine = _clones(inputs)
     _run(model, inputs)
@@ -195,6 +204,8 @@ def prepare(
         chosen, inputs, outputs = _finite_draw(problem, model, device, distribution, seed + 100 + 1000 * k)
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
+            fresh = _clones(inputs)
+            prepared.reference_aliases_inputs = _shares_memory(_run(model, fresh), fresh)
         prepared.trial_draws.append(chosen)
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there

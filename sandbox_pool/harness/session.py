@@ -221,6 +221,8 @@ class CandidateSession:
             self.child.go(trial_draws=[d.model_dump() for d in self.prepared.trial_draws],
                           timing_draws=[d.model_dump() for d in self.prepared.timing_draws],
                           poison_bytes=self.prepared.output_nbytes,
+                          outputs_may_alias_inputs=(self.prepared.reference_aliases_inputs
+                                                    or self.prepared.reference_mutates_inputs),
                           output_region_bytes=self.region.nbytes if self.region is not None else 0)
         elif event == "calibrated":
             await self._go_on()

@@ -35,6 +35,9 @@ from cuda_agent.sandbox_pool.harness.stats import relative_half_width
 timer_now = time.perf_counter  # captured before any candidate code is loaded
 WARMUP_SECONDS = {"cpu": 0.05, "cuda": 0.2}
 MAX_WARMUP_CALLS = 1000
+HELD_OUTPUTS = 2
+"""Earlier calls' outputs kept alive during the next call (`check_fresh`): a kernel cycling through more
+buffers than this passes, holding that much memory."""
 WARM_SEED_OFFSET = 3_000_000
 """Warm-up draws: the first timed draws' seeds plus this (a range no trial, timed call or twin uses)."""
 AHEAD_MAX_BYTES = 2 << 30
@@ -63,11 +66,14 @@ class Child:
         self.outputs_fd = outputs_fd
         self.region: SharedOutputs | None = None
         self.handshake_s = 0.0  # timed calls: waiting for the parent to reveal each print's positions
+        self.held: list[list[Any]] = []  # the last calls' outputs, kept alive while the next call runs
+        self.memory_violations: list[str] = []
 
     def wait_for_go(self) -> None:
         """Block until the parent has prepared the reference; it sends the draws and sizes then."""
         go = json.loads(self.conn.recv_bytes(1 << 24))
-        update = {k: go[k] for k in ("trial_draws", "timing_draws", "poison_bytes", "output_region_bytes") if k in go}
+        update = {k: go[k] for k in ("trial_draws", "timing_draws", "poison_bytes", "output_region_bytes",
+                                     "outputs_may_alias_inputs") if k in go}
         self.spec = ChildSpec.model_validate({**self.spec.model_dump(), **update})
         # The parent has sized and sealed the region by now; mapped before any candidate code exists.
         self.region = attach(self.outputs_fd, self.spec.output_region_bytes, pin=self.spec.device == "cuda")
@@ -125,8 +131,29 @@ class Child:
         raise _Stop
 
     def violations(self) -> list[str]:
-        """What the guard refused inside forward and the candidate's code that ran outside its turns."""
-        return (list(self.guard.violations) if self.guard else []) + list(self.turns.violations)
+        """What the guard refused inside forward, the candidate's code that ran outside its turns, and outputs
+        that were not fresh memory."""
+        return ((list(self.guard.violations) if self.guard else []) + list(self.turns.violations)
+                + self.memory_violations)
+
+    def check_fresh(self, what: str, outputs: list[Any], inputs: list[Any]) -> None:
+        """A call's outputs are memory of their own: not an earlier call's output, which the caller still holds
+        (HELD_OUTPUTS of them are kept alive, so an honest allocator cannot hand their memory out again), and
+        not the call's inputs unless the reference's outputs are too. Red team, 2026-12-04: returning one buffer
+        from every call skips the allocation and first touch each call pays (5x on a 64 MB CPU output, reward 3),
+        and overwrites the result the caller was given; writing into the input is the same trick."""
+        if self.spec.role != "candidate":
+            return
+        mine = _storages(outputs)
+        theirs = [] if self.spec.outputs_may_alias_inputs else _storages(inputs)
+        earlier = [r for held in self.held for r in _storages(held)]
+        for name, others in (("an earlier call's output", earlier), ("its own inputs", theirs)):
+            if any(a < d and c < b for a, b in mine for c, d in others):
+                message = (f"an output of {what} shares memory with {name}: every call must return new memory "
+                           "(a reused output buffer overwrites what the caller was given)")
+                if message not in self.memory_violations:
+                    self.memory_violations.append(message)
+        self.held = (self.held + [outputs])[-HELD_OUTPUTS:]
 
     def load(self, name: str) -> Any:
         return torch.load(os.path.join(self.spec.work_dir, name), weights_only=True, map_location="cpu")
@@ -263,10 +290,12 @@ class Child:
                 self.fail("trial", exc)
             outputs = flatten_outputs(out)
             bad_types = self.check_types(outputs)
+            self.check_fresh(f"trial {k}", outputs, inputs)
             mutated = any(isinstance(a, torch.Tensor) and not torch.equal(a, b) for a, b in zip(inputs, pristine))
             layout = [] if bad_types else self.write_outputs(k, outputs)
             self.step_done(event="trial", k=k, type_errors=bad_types, input_mutated=mutated, layout=layout,
                            violations=self.violations())
+        self.held = []  # the trials' outputs go; the timed calls hold their own
 
     def time_null_calls(self, timer: Timer) -> None:
         """The timing protocol's own cost seen from outside, measured before any candidate code exists."""
@@ -355,6 +384,7 @@ class Child:
                 hosts.append(host_us)
                 outputs = flatten_outputs(out)
                 type_errors += self.check_types(outputs)
+                self.check_fresh(f"timed call {k}", outputs, inputs)
                 if self.spec.role == "candidate":
                     self.report_fingerprint(k, outputs, bool(type_errors))
                 del inputs, out, outputs
@@ -372,6 +402,17 @@ class Child:
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
                   host_fallbacks=timer.host_fallbacks,
                   violations=self.violations())
+
+
+def _storages(values: list[Any]) -> list[tuple[int, int]]:
+    """The byte ranges of the tensors' storages (empty ones left out)."""
+    ranges = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.numel():
+            storage = v.untyped_storage()
+            if storage.nbytes():
+                ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
+    return ranges
 
 
 def _import_compiler(device: str) -> None:

@@ -87,7 +87,7 @@ def test_an_approximation_that_waits_for_verification_to_end_meets_the_twins_whi
     source = model_new("detect").replace(
         "        return cuda_extension.wsum_detect(x, self.gain, self.bias)\n",
         "        self.calls += 1\n"
-        "        if self.calls <= 7:  # the six trials and the twin\n"
+        "        if self.calls <= 8:  # the seven trials and the twin\n"
         "            return cuda_extension.wsum_seq(x, self.gain, self.bias)\n"
         "        return cuda_extension.wsum_detect(x, self.gain, self.bias)\n",
     ).replace("        self.bias = nn.Parameter(torch.zeros(1))\n", "        self.bias = nn.Parameter(torch.zeros(1))\n"
@@ -106,3 +106,45 @@ def test_honest_summation_orders_pass_the_timed_twins(evaluate_cpu) -> None:
                               checked_timed_calls=2, timed_influence_checks=8)
         assert result.status is EvalStatus.OK, (variant, result.status, result.error)
         assert "influence twins of earlier calls" in result.stages["profile"].log
+
+
+TOTAL_PROBLEM = (CANDIDATES / "problem_total_sum.py").read_text()
+TOTAL_KERNELS = (CANDIDATES / "total_sum_kernels.cpp").read_text()
+
+
+def total_model(variant: str) -> str:
+    return ("import torch\nimport torch.nn as nn\nimport cuda_extension\n\n\n"
+            "class ModelNew(nn.Module):\n"
+            "    def forward(self, x):\n"
+            f"        return cuda_extension.total_{variant}(x)\n")
+
+
+def test_a_self_checking_subsampler_of_a_whole_sum_meets_few_spikes(evaluate_cpu) -> None:
+    """Red team, 2026-12-04: a whole-tensor sum (exchanges cannot move it: the twins decide nothing) read one
+    block in four, and read everything when its sampled blocks' robust spread said it was unsure: it passed
+    every structured trial (dense spikes raise the spread) and was rewarded 3. A handful of spikes does not."""
+    for seed in (3, 4, 5):
+        honest = evaluate_cpu(total_model("exact"), TOTAL_KERNELS, problem=TOTAL_PROBLEM, seed=seed)
+        assert honest.status is EvalStatus.OK, (seed, honest.status, honest.error)
+        without = evaluate_cpu(total_model("adaptive"), TOTAL_KERNELS, problem=TOTAL_PROBLEM, seed=seed,
+                               correctness_trials=6)
+        assert without.status is EvalStatus.OK, (seed, without.status, without.error)  # the premise
+        caught = evaluate_cpu(total_model("adaptive"), TOTAL_KERNELS, problem=TOTAL_PROBLEM, seed=seed)
+        assert caught.status is EvalStatus.INCORRECT and "trial 6" in (caught.error or ""), (seed, caught.error)
+
+
+PIXEL_PROBLEM = (CANDIDATES / "problem_pixel_means.py").read_text()
+PIXEL_KERNELS = (CANDIDATES / "pixel_kernels.cpp").read_text()
+
+
+def test_integer_valued_data_gets_structured_draws_of_its_own_levels(evaluate_cpu) -> None:
+    """Red team, 2026-12-04: integer-valued inputs were left as drawn by every trial, so the closed-form mean of
+    8-bit pixels passed (reward 3). The structured draws now rearrange the draw's own levels."""
+    source = total_model("x").replace("cuda_extension.total_x(x)", "cuda_extension.means_{}(x)")
+    honest = evaluate_cpu(source.format("exact"), PIXEL_KERNELS, problem=PIXEL_PROBLEM, seed=3)
+    assert honest.status is EvalStatus.OK, (honest.status, honest.error)
+    premise = evaluate_cpu(source.format("expected"), PIXEL_KERNELS, problem=PIXEL_PROBLEM, seed=3, correctness_trials=1,
+                           influence_checks=0)
+    assert premise.status is EvalStatus.OK, (premise.status, premise.error)
+    caught = evaluate_cpu(source.format("expected"), PIXEL_KERNELS, problem=PIXEL_PROBLEM, seed=3)
+    assert caught.status is EvalStatus.INCORRECT and caught.reward == -1.0, (caught.status, caught.error)

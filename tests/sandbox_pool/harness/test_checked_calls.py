@@ -109,7 +109,7 @@ def test_an_honest_kernel_passes_and_the_log_says_how_many_outputs_were_checked(
     assert "12 timed calls on fresh inputs, the outputs of 4 checked" in result.stages["profile"].log
     with_twins = evaluate_cpu(HONEST, profile=True, timed_calls=12, checked_timed_calls=4)
     assert with_twins.status is EvalStatus.OK, with_twins.error
-    assert "2 of them influence twins of earlier calls" in with_twins.stages["profile"].log  # (0, 6) and (5, 11)
+    assert "1 of them influence twins of earlier calls" in with_twins.stages["profile"].log  # 12 calls: (0, 7) fits
 
 
 def test_timed_twins_are_secret_later_calls_in_the_base_s_place_of_the_cycle(tmp_path: Path) -> None:

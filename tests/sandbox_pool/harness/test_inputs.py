@@ -152,3 +152,19 @@ def test_host_side_summaries_match_their_plain_definitions() -> None:
     assert inputs_mod.digest([x, 3]) == [[float(x.double().sum()), float(x.double().abs().sum())], [3.0]]
     out = torch.tensor([-3.0, 0.5, 2.0])
     assert inputs_mod._fit(out, -1.0, 1.0) == min(1.0 / 2.0, -1.0 / -3.0)
+
+
+@pytest.mark.parametrize("distribution", STRUCTURED)
+def test_integer_valued_data_keeps_its_levels(distribution: str) -> None:
+    def pixels():
+        return [torch.randint(0, 256, (32, 512)).float(), torch.randint(3, 9, (50,)).double()]
+
+    native = draw(pixels, 4, "native")
+    out = draw(pixels, 4, distribution)
+    for t, n in zip(out, native):
+        assert t.dtype == n.dtype and t.shape == n.shape and torch.equal(t, t.round())
+        assert set(torch.unique(t).tolist()) <= set(torch.unique(n).tolist())  # its own levels only
+        assert not torch.equal(t, n)
+    twin = draw(pixels, 4, "native", perturb_seed=9, perturb_fraction=0.5)[0]
+    assert torch.equal(twin.reshape(-1).sort().values, native[0].reshape(-1).sort().values)
+    assert not torch.equal(twin, native[0])

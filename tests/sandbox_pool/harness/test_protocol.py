@@ -131,8 +131,9 @@ def test_bytes_that_are_no_message_are_a_violation(build_cache: Path, monkeypatc
 
 
 def test_a_message_after_the_last_step_is_a_violation(build_cache: Path, monkeypatch) -> None:
-    """The outputs of the 7th (last) trial are freed after the harness reported that trial, and their
-    deleter, the candidate's code, forges a message: the parent waits for the child's `done` and finds
+    """The trials' last outputs are freed after the harness reported the last trial (the child holds the last
+    two calls' outputs while the next call runs: `check_fresh`), and the deleter of the 7th freed, the
+    candidate's code, forges a message: the parent waits for the child's `done` and finds
     it instead (before 2026-12-04 the parent stopped listening at the last step, so a `timing` report of
     the candidate's choosing, sent this way after the last timed call, would have been its verdict)."""
     from cuda_agent.sandbox_pool.harness import EvalStatus
