@@ -28,6 +28,12 @@ NULL_CALLS = 10
 SLOW_FACTOR = 0.5
 """A median reported time below half the outside bound (minus the slack) is a violation:
 generous, because the bound includes launch and synchronisation jitter."""
+CPU_AGREEMENT = 0.9
+"""On a CPU the reported time of a call and its outside time (minus the floor) measure the same interval:
+the best-agreeing call of those long enough to judge must reach this ratio (`cpu_agreement`)."""
+CPU_JUDGED_US = 500.0
+"""Calls shorter than this outside (minus the floor) are left to the median bound: the floor's own jitter
+(~20 us on the 2-core VM) is too large a part of them."""
 
 
 def pair() -> tuple[socket.socket, socket.socket]:
@@ -116,6 +122,28 @@ class OutsideClock:
             return None
         floor = statistics.median(nulls)
         return max(0.0, min(calls) - floor), floor
+
+    def cpu_agreement(self, reported_us: list[float]) -> float | None:
+        """The largest ratio, over timed calls of at least CPU_JUDGED_US outside, of a call's reported time to its
+        outside time minus the floor; None when no call is long enough (or the stamps are missing).
+
+        On a CPU both clocks bracket the same call, so an honest call's ratio is ~1, and a loaded host only lowers
+        some ratios (the child descheduled between a stamp and its own timer): the largest stays ~1. A timer
+        bent to report less lowers every call's (red team, 2026-12-04: `time.perf_counter_ns` redirected by native
+        code to report 0.55x passed the median bound and turned reward 1 into 3)."""
+        nulls = self.durations_us("n")
+        if len(nulls) < NULL_CALLS // 2:
+            return None
+        floor = statistics.median(nulls)
+        ratios = []
+        for k, reported in enumerate(reported_us):
+            start, end = self.stamps.get(("s", "c", k)), self.stamps.get(("e", "c", k))
+            if start is None or end is None:
+                continue
+            outside = (end - start) / 1e3 - floor
+            if outside >= CPU_JUDGED_US:
+                ratios.append(reported / outside)
+        return max(ratios) if ratios else None
 
     def close(self) -> None:
         self.sock.close()

@@ -142,7 +142,10 @@ FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bPy[A-Z][A-Za-z]*_[A-Za-z]", "the Python C API (bindings use pybind11's m.def only)"),
         (r"\.attr\s*\(|getattr|hasattr|setattr|reinterpret_borrow|reinterpret_steal|py::globals|pybind11::globals"
          r"|py::module_?::|pybind11::module_?::|py::dict|py::object", "reaching Python objects from C++"),
-        (r"dl_iterate_phdr|\bdladdr\b|\bdlvsym\b|\bdlinfo\b|link\.h", "inspecting loaded libraries"),
+        (r"dl_iterate_phdr|\bdladdr\b|\bdlvsym\b|\bdlinfo\b|link\.h|\b_r_debug\b|\b_dl_|\bgetauxval\b|\blink_map\b",
+         "inspecting loaded libraries"),
+        (r"SetCPUAllocator|SetAllocator|add(?:Global|ThreadLocal)Callback|RecordFunction|\bat::launch\b|intraop_launch",
+         "hooking torch's process-wide machinery (allocators, operator callbacks, thread pools)"),
         # `x.clone()` and `torch::clone(x)` copy a tensor; libc's clone is also refused by symbol.
         (r"\bsyscall\s*\(|thrd_create|timer_create|(?<![.>])(?<!at::)(?<!torch::)\bclone\s*\(",
          "raw system calls, threads or timers"),
@@ -166,7 +169,17 @@ FORBIDDEN_SYMBOL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^cudaCtxResetPersistingL2Cache$|^cuCtxResetPersistingL2Cache", "L2 persistence control"),
         (r"^cudaStreamCreate|^cuStreamCreate", "stream creation (launch on the current stream)"),
         (r"^PySys_|^PyModule_GetDict$|^PyImport", "reaching Python internals"),
-        (r"^dl_iterate_phdr$|^dladdr|^dlvsym$|^dlinfo$", "inspecting loaded libraries"),
+        # the dynamic linker's own state (`_r_debug` -> link_map -> every library's symbol and relocation tables)
+        # is a hand-made dlsym, and its tables lead to writable function-pointer slots (red team, 2026-12-04)
+        (r"^dl_iterate_phdr$|^dladdr|^dlvsym$|^dlinfo$|^_r_debug$|^_dl_|^getauxval$|^__libc_stack_end$",
+         "inspecting loaded libraries"),
+        # code the harness itself would run outside the candidate's call (an allocator that computes the next
+        # output while the harness allocates, an operator observer, a task on torch's inter-op pool): each
+        # was rewarded 3 by the red team of 2026-12-04
+        (r"^c10::SetCPUAllocator|^c10::SetAllocator|^at::addGlobalCallback|^at::addThreadLocalCallback"
+         r"|^at::RecordFunction|^at::clearCallbacks|^at::removeCallback|^at::launch\(|^at::intraop_launch"
+         r"|^c10::ThreadPool|^at::set_num_(interop_)?threads",
+         "hooking torch's process-wide machinery (allocators, operator callbacks, thread pools)"),
         (r"^syscall$|^thrd_create$|^timer_create$|^clone3?$|^mmap|^mprotect$", "raw system calls, threads, timers or memory maps"),
         (r"^fopen|^open$|^open64$|^openat|^creat$|^std::basic_[io]?fstream|^std::basic_filebuf", "reading or writing files"),
         (r"tls_set_dispatch_key|^c10::impl::tls_", "dispatcher state"),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import torch
 
 from cuda_agent.errors import InfraError, ProblemError
-from cuda_agent.sandbox_pool.harness.clock import too_fast
+from cuda_agent.sandbox_pool.harness.clock import CPU_AGREEMENT, too_fast
 from cuda_agent.sandbox_pool.harness.compare import (
     compare_outputs,
     decode_prints,
@@ -445,6 +445,11 @@ class CandidateSession:
             return self.timing_violation(
                 f"the reported time ({stats.median_us:.1f} us per call) is far below what was observed from outside "
                 f"the candidate's process ({bound[0]:.1f} us per call): the timer was tampered with or work was hidden")
+        agreement = self.child.clock.cpu_agreement(samples) if self.run_.ev.device == "cpu" else None
+        if agreement is not None and agreement < CPU_AGREEMENT:
+            return self.timing_violation(
+                f"every timed call reported at most {agreement:.0%} of the time observed from outside the candidate's "
+                "process (on a CPU both clocks bracket the same call): the timer was tampered with")
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
         checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
@@ -454,6 +459,7 @@ class CandidateSession:
                        f"host floor {log_number(message.host_floor_us):.1f} us; timed by the host clock: "
                        f"{str(message.host_fallbacks)[:20]}; L2 reset: {str(message.l2_reset)[:20]}; outside-process bound: "
                        + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
+                       + (f", best agreement of a call's two clocks {agreement:.3f}" if agreement is not None else "")
                        + f"; timed loop {log_number(message.wall_s):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.split_s))
         return True

@@ -49,6 +49,25 @@ def test_an_honest_call_descheduled_around_its_stamps_is_not_flagged() -> None:
     theirs.close()
 
 
+def test_on_a_cpu_a_timer_that_under_reports_every_call_is_caught_and_a_loaded_host_is_not() -> None:
+    """Red team, 2026-12-04: a timer bent to report 0.55x stayed above the median bound (half) and turned reward
+    1 into 3. On a CPU the two clocks bracket the same call: the best-agreeing long call must agree."""
+    ours, theirs = clock.pair()
+    outside = clock.OutsideClock(ours)
+    _stamp_calls(theirs, "n", [0.0] * clock.NULL_CALLS)
+    _stamp_calls(theirs, "c", [0.030, 0.004, 0.030, 0.012, 0.030])  # true ~4 ms; most calls descheduled outside
+    outside.drain()
+    honest = [4_000.0, 4_000.0, 4_000.0, 12_000.0, 4_000.0]
+    assert outside.cpu_agreement(honest) >= clock.CPU_AGREEMENT
+    bent = [0.55 * t for t in honest]
+    assert not clock.too_fast(sorted(bent)[2], outside.bound())  # the median bound alone lets it through
+    assert outside.cpu_agreement(bent) < clock.CPU_AGREEMENT
+    assert outside.cpu_agreement([1.0] * 5) < clock.CPU_AGREEMENT
+    assert outside.cpu_agreement([]) is None  # no reported calls: nothing judged
+    outside.close()
+    theirs.close()
+
+
 def test_no_bound_without_null_calls() -> None:
     ours, theirs = clock.pair()
     outside = clock.OutsideClock(ours)
