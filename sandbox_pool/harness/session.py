@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import torch
 
 from cuda_agent.errors import InfraError, ProblemError
-from cuda_agent.sandbox_pool.harness.clock import CPU_AGREEMENT, too_fast
+from cuda_agent.sandbox_pool.harness.clock import CPU_AGREEMENT, CPU_SLACK_US, too_fast
 from cuda_agent.sandbox_pool.harness.compare import (
     compare_outputs,
     decode_prints,
@@ -449,7 +449,8 @@ class CandidateSession:
         if agreement is not None and agreement < CPU_AGREEMENT:
             return self.timing_violation(
                 f"every timed call reported at most {agreement:.0%} of the time observed from outside the candidate's "
-                "process (on a CPU both clocks bracket the same call): the timer was tampered with")
+                f"process, {CPU_SLACK_US:.0f} us of slack included (on a CPU both clocks bracket the same call): the "
+                "timer was tampered with")
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
         checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)

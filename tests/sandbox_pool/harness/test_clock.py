@@ -57,7 +57,7 @@ def test_on_a_cpu_a_timer_that_under_reports_every_call_is_caught_and_a_loaded_h
     _stamp_calls(theirs, "n", [0.0] * clock.NULL_CALLS)
     _stamp_calls(theirs, "c", [0.030, 0.004, 0.030, 0.012, 0.030])  # true ~4 ms; most calls descheduled outside
     outside.drain()
-    honest = [4_000.0, 4_000.0, 4_000.0, 12_000.0, 4_000.0]
+    honest = [3_700.0, 3_700.0, 3_700.0, 11_000.0, 3_700.0]  # a little under: the offset seen on a loaded VM
     assert outside.cpu_agreement(honest) >= clock.CPU_AGREEMENT
     bent = [0.55 * t for t in honest]
     assert not clock.too_fast(sorted(bent)[2], outside.bound())  # the median bound alone lets it through
