@@ -204,3 +204,18 @@ def decode_prints(value: Any) -> list[torch.Tensor] | None:
         return None
     return [torch.frombuffer(bytearray(r), dtype=torch.float64) if r else torch.empty(0, dtype=torch.float64)
             for r in raw]
+
+
+def storage_spans(values: list[Any]) -> list[tuple[int, int]]:
+    """The byte ranges of the tensors' storages (empty ones left out)."""
+    spans = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.numel() and v.untyped_storage().nbytes():
+            start = v.untyped_storage().data_ptr()
+            spans.append((start, start + v.untyped_storage().nbytes()))
+    return spans
+
+
+def share_memory(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+    """Whether any span of `a` overlaps any span of `b` (`storage_spans`)."""
+    return any(x < w and z < y for x, y in a for z, w in b)

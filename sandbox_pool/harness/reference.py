@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from cuda_agent.errors import ProblemError
-from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs
+from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs, share_memory, storage_spans
 from cuda_agent.sandbox_pool.harness.inputs import (
     DISTRIBUTIONS,
     GLOBAL_RNG_LOCK,
@@ -146,13 +146,6 @@ def _clones(values: list[Any]) -> list[Any]:
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
 
-def _shares_memory(outputs: list[Any], inputs: list[Any]) -> bool:
-    def spans(values: list[Any]) -> list[tuple[int, int]]:
-        return [(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
-                for t in values if isinstance(t, torch.Tensor) and t.numel() and t.untyped_storage().nbytes()]
-    return any(a < d and c < b for a, b in spans(outputs) for c, d in spans(inputs))
-
-
 def _mutates(model: Any, inputs: list[Any]) -> bool:
     pristine = _clones(inputs)
     _run(model, inputs)
@@ -205,7 +198,7 @@ def prepare(
         if k == 0:
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
             fresh = _clones(inputs)
-            prepared.reference_aliases_inputs = _shares_memory(_run(model, fresh), fresh)
+            prepared.reference_aliases_inputs = share_memory(storage_spans(_run(model, fresh)), storage_spans(fresh))
         prepared.trial_draws.append(chosen)
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there

@@ -25,7 +25,13 @@ from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
 from cuda_agent.sandbox_pool.harness.child.turns import CANDIDATE_FILE, Turns
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
-from cuda_agent.sandbox_pool.harness.compare import encode_prints, fingerprint, flatten_outputs
+from cuda_agent.sandbox_pool.harness.compare import (
+    encode_prints,
+    fingerprint,
+    flatten_outputs,
+    share_memory,
+    storage_spans,
+)
 from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw
 from cuda_agent.sandbox_pool.harness.output_buffer import SharedOutputs, attach
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
@@ -144,11 +150,11 @@ class Child:
         and overwrites the result the caller was given; writing into the input is the same trick."""
         if self.spec.role != "candidate":
             return
-        mine = _storages(outputs)
-        theirs = [] if self.spec.outputs_may_alias_inputs else _storages(inputs)
-        earlier = [r for held in self.held for r in _storages(held)]
+        mine = storage_spans(outputs)
+        theirs = [] if self.spec.outputs_may_alias_inputs else storage_spans(inputs)
+        earlier = [span for held in self.held for span in storage_spans(held)]
         for name, others in (("an earlier call's output", earlier), ("its own inputs", theirs)):
-            if any(a < d and c < b for a, b in mine for c, d in others):
+            if share_memory(mine, others):
                 message = (f"an output of {what} shares memory with {name}: every call must return new memory "
                            "(a reused output buffer overwrites what the caller was given)")
                 if message not in self.memory_violations:
@@ -402,17 +408,6 @@ class Child:
                   type_errors=sorted(set(type_errors)), host_floor_us=timer.host_floor_us, l2_reset=timer.l2_reset,
                   host_fallbacks=timer.host_fallbacks,
                   violations=self.violations())
-
-
-def _storages(values: list[Any]) -> list[tuple[int, int]]:
-    """The byte ranges of the tensors' storages (empty ones left out)."""
-    ranges = []
-    for v in values:
-        if isinstance(v, torch.Tensor) and v.numel():
-            storage = v.untyped_storage()
-            if storage.nbytes():
-                ranges.append((storage.data_ptr(), storage.data_ptr() + storage.nbytes()))
-    return ranges
 
 
 def _import_compiler(device: str) -> None:
