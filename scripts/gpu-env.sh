@@ -10,6 +10,14 @@ for d in sandbox_pool tools reward_fns data_gen evaluation service; do ln -s "$R
 ln -s "$REPO/recipe/cuda_agent" "$NS/recipe"
 export PYTHONPATH="/tmp/cuda_agent_ns:$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 cuda_agent() { python3 -P -m cuda_agent.cli.main "$@"; }
+# The node's python packages (its torch included) were installed without bytecode, and it sets
+# PYTHONDONTWRITEBYTECODE: every fresh process compiled each module it imports from source (`import torch`
+# 3-4.6 s there). Compile them once, as `pip install` does by default; later sessions' calls only stat the files.
+# CUDA_AGENT_NO_PRECOMPILE=1 leaves the node as it is (benchmarks/harness/diag_bytecode.sh measures both).
+if [ -z "${CUDA_AGENT_NO_PRECOMPILE:-}" ]; then
+  python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    "$SITE" "$REPO" >/dev/null 2>&1 || echo "gpu-env: compileall reported errors (some files do not compile; harmless)" >&2
+fi
 # No bubblewrap on the GPU node: Debian's, carried in .whl/bwrap/ (binary + its three libraries, README "GPU
 # tests"), so candidate compiles run in the compiler jail there too (harness/compiler/jail.py).
 if ! command -v bwrap >/dev/null && [ -x .whl/bwrap/bwrap.real ]; then

@@ -10,6 +10,12 @@ synchronisation); a call's outside time minus that floor bounds what the call it
 child whose reported times fall far below the bound (a patched timer, work hidden from the
 clock) gets a violation.
 
+The parent reads the stamps when the child's next message comes (every timed call ends with one), not as
+they arrive: a stamp that wakes the parent lets it preempt the child between the stamp and the child's own
+timer, on most calls of a busy host. A CPU child's two clocks then agree within ~20 us, which makes their
+agreement a verdict there (`cpu_agreement`). Where the kernel would hold too few unread stamps
+(`queue_capacity`), and on cuda (not yet measured on a GPU node), the parent reads each one as it arrives.
+
 The candidate's code runs in the child, so it can reach the stamps' socket too. The harness sends
 each stamp once and nothing else: a stamp sent twice, one that is malformed, ends before it starts
 or is missing (the socket closed or shut) means the candidate wrote to or broke the clock, and is
@@ -18,6 +24,7 @@ a violation (`OutsideClock.tampering`) rather than a check quietly disabled or a
 
 from __future__ import annotations
 
+import functools
 import socket
 import statistics
 import struct
@@ -29,14 +36,42 @@ SLOW_FACTOR = 0.5
 """A median reported time below half the outside bound (minus the slack) is a violation:
 generous, because the bound includes launch and synchronisation jitter."""
 CPU_AGREEMENT = 0.9
-"""On a CPU the reported time of a call and its outside time (minus the floor) measure the same interval: an
-honest best-agreeing call reaches this ratio on a quiet host (`cpu_agreement`). Logged, not a verdict: on a
-contended host every call's outside window can be stretched (a CPU pool at depth 3 on 2 cores: 0.27)."""
-CPU_SLACK_US = 150.0
-"""Added to a call's reported time before the ratio: on a loaded 2-core machine honest calls of 0.6-1 ms reported
-80-90% of their outside time minus the floor (an offset of ~100 us the null calls do not show), 10 ms calls 101%."""
-CPU_JUDGED_US = 500.0
-"""Calls shorter than this outside (minus the floor) are left to the median bound."""
+"""On a CPU the reported time of a call and its outside time (minus the floor) measure the same interval: the
+best-agreeing judged call must report at least this fraction of it, CPU_SLACK_US included (`cpu_agreement`)."""
+CPU_SLACK_US = 50.0
+"""Added to a call's reported time before the ratio. With the stamps read quietly (module docstring), honest
+calls' outside time minus the floor exceeded their reported time by 1-19 us on the 2-core VM, in a CPU pool at
+depth 3 beside a busy loop; read as they arrived, by up to 254 us."""
+CPU_JUDGED_US = 300.0
+"""Calls shorter than this outside (minus the floor) are left to the median bound; the agreement is judged only
+when the median call is at least this long, so a few calls stretched past it are never all that is judged."""
+QUIET_CAPACITY = 2 * (NULL_CALLS + 1) + 10
+"""Unread stamps a child may leave before the parent's next read: the null calls', one timed call's, and margin."""
+
+
+@functools.cache
+def queue_capacity() -> int:
+    """How many stamps a child can send before the parent reads one, probed once per process: a connected unix
+    SEQPACKET pair is bounded by its send buffer on Linux (278 stamps on 6.18), other kernels may hold as few
+    as net.unix.max_dgram_qlen (10)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.setblocking(False)
+    held = 0
+    try:
+        while held < 4 * QUIET_CAPACITY:
+            theirs.send(b"e:c:0000")
+            held += 1
+    except OSError:
+        pass
+    finally:
+        ours.close()
+        theirs.close()
+    return held
+
+
+def read_quietly(device: str) -> bool:
+    """Whether the parent may leave stamps unread until the child's next message (module docstring)."""
+    return device == "cpu" and queue_capacity() >= QUIET_CAPACITY
 
 
 def pair() -> tuple[socket.socket, socket.socket]:
@@ -61,6 +96,7 @@ class OutsideClock:
     """Parent side: collects the child's stamps with their kernel send times."""
 
     sock: socket.socket
+    quiet: bool = False  # read at the child's messages only (`read_quietly`), so the agreement is a verdict
     stamps: dict[tuple[str, str, int], int] = field(default_factory=dict)
     forged: list[str] = field(default_factory=list)  # what no honest child sends
 
@@ -127,26 +163,27 @@ class OutsideClock:
         return max(0.0, min(calls) - floor), floor
 
     def cpu_agreement(self, reported_us: list[float]) -> float | None:
-        """The largest ratio, over timed calls of at least CPU_JUDGED_US outside, of a call's reported time (plus
-        CPU_SLACK_US) to its outside time minus the floor; None when no call is long enough (or stamps are missing).
+        """The largest ratio, over timed calls of at least CPU_JUDGED_US outside (minus the floor), of a call's
+        reported time plus CPU_SLACK_US to its outside time minus the floor; None when the median call is shorter
+        than that (or stamps are missing).
 
-        On a CPU both clocks bracket the same call, so an honest call's ratio is ~1, and a loaded host only lowers
-        some ratios (the child descheduled between a stamp and its own timer): the largest stays ~1. A timer
+        On a CPU both clocks bracket the same call, so an honest call's ratio is ~1; a host that deschedules the
+        child between a stamp and its own timer lowers that call's ratio only, and the largest stays ~1. A timer
         bent to report less lowers every call's (red team, 2026-12-04: `time.perf_counter_ns` redirected by native
-        code to report 0.55x passed the median bound and turned reward 1 into 3)."""
+        code to report 0.55x passed the median bound and turned reward 1 into 3). Judging only when the median
+        call is long enough keeps a short kernel's few stretched calls from being all that is judged."""
         nulls = self.durations_us("n")
         if len(nulls) < NULL_CALLS // 2:
             return None
         floor = statistics.median(nulls)
-        ratios = []
+        pairs = []
         for k, reported in enumerate(reported_us):
             start, end = self.stamps.get(("s", "c", k)), self.stamps.get(("e", "c", k))
-            if start is None or end is None:
-                continue
-            outside = (end - start) / 1e3 - floor
-            if outside >= CPU_JUDGED_US:
-                ratios.append((reported + CPU_SLACK_US) / outside)
-        return max(ratios) if ratios else None
+            if start is not None and end is not None:
+                pairs.append((reported, (end - start) / 1e3 - floor))
+        if not pairs or statistics.median(outside for _, outside in pairs) < CPU_JUDGED_US:
+            return None
+        return max((reported + CPU_SLACK_US) / outside for reported, outside in pairs if outside >= CPU_JUDGED_US)
 
     def close(self) -> None:
         self.sock.close()

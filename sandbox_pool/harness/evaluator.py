@@ -149,11 +149,12 @@ class Evaluator:
         for attempt in range(1, SHARED_ATTEMPTS + 2):
             result = EvalResult(status=EvalStatus.OK, precision_policy=job.options.precision_policy, device=job.device)
             result.receipt = self._receipt(job)
-            lease = self.gate.lease()
+            lease, run = self.gate.lease(), None
             try:
                 if solo:
                     await lease.acquire_solo()
-                await _Run(self, job, result, lease, ahead if attempt == 1 else None).run(build)
+                run = _Run(self, job, result, lease, ahead if attempt == 1 else None)
+                await run.run(build)
             except Preempted as exc:
                 solo = exc.solo_next or attempt >= SHARED_ATTEMPTS
                 notes.append("stopped: " + ("a child step held up another evaluation's timed calls" if exc.solo_next
@@ -170,8 +171,10 @@ class Evaluator:
                 fail(result, EvalStatus.INFRA_ERROR, f"{type(exc).__name__}: {exc}")
             finally:
                 await lease.close()
-            if not solo and lease.overlapped and result.status in NEIGHBOUR_SENSITIVE:
-                notes.append(f"{result.status.value} while other evaluations shared the device: re-run solo")
+            clock_disagreed = run is not None and run.neighbour_sensitive
+            if not solo and lease.overlapped and (result.status in NEIGHBOUR_SENSITIVE or clock_disagreed):
+                what = "the timer's disagreement" if clock_disagreed else result.status.value
+                notes.append(f"{what} while other evaluations shared the device: re-run solo")
                 solo = True
                 continue
             break
@@ -260,6 +263,7 @@ class _Run:
         self.ahead = ahead
         self.seed = ahead.seed if ahead is not None else draw_seed(self.opts.seed)
         self.result.receipt.seed = self.seed
+        self.neighbour_sensitive = False  # a verdict other evaluations on the device could have caused
 
     def stage(self, name: str, **fields: Any) -> StageOutcome:
         outcome = StageOutcome(ran=True, **fields)

@@ -177,7 +177,7 @@ class ChildProcess:
         clock_ours, clock_theirs = clock.pair()
         self._zygote = zygote
         self._conn = Connection(os.dup(ours.fileno()))
-        self.clock = clock.OutsideClock(clock_ours)
+        self.clock = clock.OutsideClock(clock_ours, quiet=clock.read_quietly(spec.device))
         ours.close()
         try:
             self.pid = zygote.spawn(spec.model_dump_json(), theirs.fileno(), clock_theirs.fileno(), outputs_fd)
@@ -203,9 +203,10 @@ class ChildProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChildTimeout
-            if not await self._readable(min(left, 0.5)):
-                continue
+            readable = await self._readable(min(left, 0.5))
             self.clock.drain()  # keep the stamps' socket empty (the child never blocks on it)
+            if not readable:
+                continue
             try:
                 raw = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
             except (EOFError, OSError):
@@ -226,9 +227,10 @@ class ChildProcess:
         ready = loop.create_future()
         fd = self._conn.fileno()
         loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        # Stamps are read as they arrive: the child must never block on a full stamps socket
-        # (a unix SEQPACKET queue holds net.unix.max_dgram_qlen messages, 10 by default).
-        clock_fd = self.clock.sock.fileno()
+        # A quiet clock's stamps wait for the child's next message (clock.py: a stamp that woke this process
+        # would let it preempt the child inside the timed window); else they are read as they arrive, so the
+        # child never blocks on a full stamps socket.
+        clock_fd = -1 if self.clock.quiet else self.clock.sock.fileno()
         if clock_fd >= 0:
             loop.add_reader(clock_fd, self.clock.drain)
         try:

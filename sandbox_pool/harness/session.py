@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 import torch
 
 from cuda_agent.errors import InfraError, ProblemError
-from cuda_agent.sandbox_pool.harness.clock import too_fast
+from cuda_agent.sandbox_pool.harness.clock import CPU_AGREEMENT, CPU_SLACK_US, too_fast
 from cuda_agent.sandbox_pool.harness.compare import (
     compare_outputs,
     decode_prints,
@@ -445,9 +445,16 @@ class CandidateSession:
             return self.timing_violation(
                 f"the reported time ({stats.median_us:.1f} us per call) is far below what was observed from outside "
                 f"the candidate's process ({bound[0]:.1f} us per call): the timer was tampered with or work was hidden")
-        # Logged, not judged: on a contended 2-core host (a CPU pool at depth 3) every honest call's outside window
-        # was stretched (best agreement 0.27), so the figure cannot be a verdict without a quiet host.
-        agreement = self.child.clock.cpu_agreement(samples) if self.run_.ev.device == "cpu" else None
+        # Judged only where the stamps are read quietly (clock.py): read as they arrived, they let the parent
+        # preempt the child inside the window, and an honest kernel in a depth-3 CPU pool showed 0.27.
+        clock = self.child.clock
+        agreement = clock.cpu_agreement(samples) if self.run_.ev.device == "cpu" else None
+        if clock.quiet and agreement is not None and agreement < CPU_AGREEMENT:
+            self.run_.neighbour_sensitive = True  # shared with other evaluations: confirmed by a solo run
+            return self.timing_violation(
+                f"every timed call reported at most {agreement:.0%} of the time observed from outside the candidate's "
+                f"process ({CPU_SLACK_US:.0f} us of slack included; on a CPU both clocks bracket the same call): the "
+                "timer was tampered with")
         self.result.timings["candidate"] = stats
         self.result.runtime_us = stats.median_us
         checked = sum(self.prepared.timing_prints[k] is not None for k in self.prints_checked)
@@ -457,7 +464,9 @@ class CandidateSession:
                        f"host floor {log_number(message.host_floor_us):.1f} us; timed by the host clock: "
                        f"{str(message.host_fallbacks)[:20]}; L2 reset: {str(message.l2_reset)[:20]}; outside-process bound: "
                        + (f"{bound[0]:.1f} us (floor {bound[1]:.1f} us)" if bound else "unavailable")
-                       + (f", best agreement of a call's two clocks {agreement:.3f}" if agreement is not None else "")
+                       + (f", best agreement of a call's two clocks {agreement:.3f}"
+                          + (" (judged)" if clock.quiet else " (logged: stamps read as they arrived)")
+                          if agreement is not None else "")
                        + f"; timed loop {log_number(message.wall_s):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.split_s))
         return True

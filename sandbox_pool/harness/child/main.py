@@ -64,7 +64,9 @@ class Child:
     def __init__(self, spec: ChildSpec, conn: Any, stamps: Any = None, outputs_fd: int | None = None) -> None:
         self.spec = spec
         self.conn = conn
-        self.stamps = stamps  # the outside clock's socket (clock.py)
+        # The outside clock's socket (clock.py): only a candidate's calls are judged by it, and a baseline's
+        # hundreds of unhandshaken calls would fill a socket the parent reads at messages only.
+        self.stamps = stamps if spec.role == "candidate" else None
         self.device = spec.device if spec.device == "cpu" else f"cuda:{spec.device_index}"
         self.guard: ComputeGuard | None = None
         self.turns = Turns()  # the candidate's code runs on its turns only (turns.py)

@@ -51,22 +51,46 @@ def test_an_honest_call_descheduled_around_its_stamps_is_not_flagged() -> None:
 
 def test_on_a_cpu_the_clocks_agreement_tells_a_bent_timer_from_a_descheduled_call() -> None:
     """Red team, 2026-12-04: a timer bent to report 0.55x stayed above the median bound (half) and turned reward
-    1 into 3. On a CPU the two clocks bracket the same call: on a quiet host the best-agreeing long call agrees
-    (the figure is logged; not a verdict, since a contended host can stretch every call's outside window)."""
+    1 into 3. On a CPU the two clocks bracket the same call: the best-agreeing long call agrees, however many
+    others were descheduled between a stamp and the child's timer."""
     ours, theirs = clock.pair()
     outside = clock.OutsideClock(ours)
     _stamp_calls(theirs, "n", [0.0] * clock.NULL_CALLS)
     _stamp_calls(theirs, "c", [0.030, 0.004, 0.030, 0.012, 0.030])  # true ~4 ms; most calls descheduled outside
     outside.drain()
-    honest = [3_700.0, 3_700.0, 3_700.0, 11_000.0, 3_700.0]  # a little under: the offset seen on a loaded VM
+    honest = [4_000.0, 4_000.0, 4_000.0, 12_000.0, 4_000.0]
     assert outside.cpu_agreement(honest) >= clock.CPU_AGREEMENT
     bent = [0.55 * t for t in honest]
     assert not clock.too_fast(sorted(bent)[2], outside.bound())  # the median bound alone lets it through
     assert outside.cpu_agreement(bent) < clock.CPU_AGREEMENT
+    assert outside.cpu_agreement([0.8 * t for t in honest]) < clock.CPU_AGREEMENT  # 20% off is caught too
     assert outside.cpu_agreement([1.0] * 5) < clock.CPU_AGREEMENT
     assert outside.cpu_agreement([]) is None  # no reported calls: nothing judged
     outside.close()
     theirs.close()
+
+
+def test_a_short_kernels_few_stretched_calls_are_never_all_that_is_judged() -> None:
+    """An honest 0.1 ms kernel whose stamps were delayed on two calls (2 ms outside each): judging only the calls
+    long enough outside would judge those two alone (the full suite's CPU pool, 2026-12-04: an honest kernel at
+    0.27). The median call decides whether the agreement is judged at all."""
+    ours, theirs = clock.pair()
+    outside = clock.OutsideClock(ours)
+    _stamp_calls(theirs, "n", [0.0] * clock.NULL_CALLS)
+    _stamp_calls(theirs, "c", [0.002, 0.0001, 0.0001, 0.002, 0.0001])
+    outside.drain()
+    assert outside.cpu_agreement([100.0] * 5) is None
+    outside.close()
+    theirs.close()
+
+
+def test_a_quiet_clock_needs_room_for_the_stamps_a_child_leaves_unread() -> None:
+    """The parent reads a quiet clock at the child's messages only: the kernel must hold the null calls' stamps
+    and one timed call's. Probed once, as sent by a child; cuda keeps reading stamps as they arrive."""
+    assert clock.queue_capacity() >= 1
+    assert clock.read_quietly("cpu") == (clock.queue_capacity() >= clock.QUIET_CAPACITY)
+    assert not clock.read_quietly("cuda")
+    assert clock.QUIET_CAPACITY > 2 * (clock.NULL_CALLS + 1)
 
 
 def test_no_bound_without_null_calls() -> None:

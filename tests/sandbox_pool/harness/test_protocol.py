@@ -147,7 +147,8 @@ def test_a_message_after_the_last_step_is_a_violation(build_cache: Path, monkeyp
     assert "'timing' after the last step, where its end was due" in result.error, result.error
 
 
-def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: bool):  # noqa: ANN001, ANN202
+def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: bool,  # noqa: ANN001, ANN202
+                      files: dict[str, str] | None = None):
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
     from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
     from cuda_agent.sandbox_pool.harness.static_check import StaticCheckReport
@@ -160,7 +161,7 @@ def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: b
     # through to try the checks behind it.
     monkeypatch.setattr(evaluator_mod, "check_candidate", lambda files: StaticCheckReport())
     monkeypatch.setattr(evaluator_mod, "check_object_symbols", no_symbol_check)
-    job = EvalJob(problem_src=PROBLEM, files={**FILES, "model_new.py": model_new}, device="cpu",
+    job = EvalJob(problem_src=PROBLEM, files=files or {**FILES, "model_new.py": model_new}, device="cpu",
                   options=EvalOptions(profile=profile, seed=5))
 
     async def evaluate():  # noqa: ANN202
@@ -183,3 +184,27 @@ def test_a_candidate_that_touches_the_outside_clock_is_a_violation(build_cache: 
     result = _evaluate_forging(build_cache, monkeypatch, _model_new(init, forward), profile=True)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
     assert "outside clock was tampered with" in result.error and says in result.error, result.error
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.6], ids=["honest", "bent_to_0.6"])
+def test_a_timer_bent_to_report_less_disagrees_with_the_outside_clock(build_cache: Path, monkeypatch,
+                                                                      factor: float) -> None:
+    """Red team, 2026-12-04 (night): native code made the harness's timer run 0.55x as fast, above the outside
+    bound's half, and turned reward 1 into 3. On a CPU the outside clock's stamps bracket the same call as the
+    timer, so each call's two clocks must agree (`clock.cpu_agreement`, judged where the stamps are read at the
+    child's messages only); the honest twin spends the same 2 ms a call and passes."""
+    from cuda_agent.sandbox_pool.harness import EvalStatus, clock
+    from cuda_agent.sandbox_pool.harness.compiler import builder
+
+    monkeypatch.setattr(builder, "_read_memo", lambda obj: [])  # the build refuses bend_timer.cpp's source
+    init = f"cuda_extension.bend_timer({factor})" if factor != 1.0 else ""
+    files = {"kernels/k.cpp": FILES["kernels/k.cpp"], "kernels/bend.cpp": (CANDIDATES / "bend_timer.cpp").read_text(),
+             "model_new.py": _model_new(init, "cuda_extension.spin_us(2000.0)")}
+    result = _evaluate_forging(build_cache, monkeypatch, files["model_new.py"], profile=True, files=files)
+    if factor == 1.0:
+        assert result.status is EvalStatus.OK, (result.status, result.error)
+        assert "(judged)" in result.stages["profile"].log, result.stages["profile"].log
+    else:
+        assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+        assert "both clocks bracket the same call" in result.error, result.error
+    assert clock.read_quietly("cpu"), clock.queue_capacity()  # (a kernel that holds too few unread stamps)

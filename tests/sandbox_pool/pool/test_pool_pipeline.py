@@ -87,3 +87,40 @@ async def test_pipelined_worker_gives_one_at_a_time_verdicts(pool_cache) -> None
         assert after.status is EvalStatus.OK
         status = await pool.status()
         assert status.failed == 0
+
+
+@pytest.mark.timeout(400)
+async def test_a_bent_timer_in_a_shared_pool_is_confirmed_solo(pool_cache, monkeypatch) -> None:
+    """The CPU clocks' agreement (harness/clock.py) is judged in a pipelined pool too: honest neighbours keep
+    their rewards, and a timer bent to report 0.6x, shared with them, is re-run solo before its violation
+    (a neighbour could have stretched the outside clock; here none did, and the solo run says so)."""
+    from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
+    from cuda_agent.sandbox_pool.harness.compiler import builder
+    from cuda_agent.sandbox_pool.harness.static_check import StaticCheckReport
+
+    async def no_symbol_check(objects):  # noqa: ANN001, ANN202
+        return []
+
+    # bend_timer.cpp reaches Python objects from C++: the build and the static check refuse it first
+    monkeypatch.setattr(evaluator_mod, "check_candidate", lambda files: StaticCheckReport())
+    monkeypatch.setattr(evaluator_mod, "check_object_symbols", no_symbol_check)
+    monkeypatch.setattr(builder, "_read_memo", lambda obj: [])
+    bent = _job("cpu_fast", 0)
+    bent.task_id = "bent"
+    bent.files["kernels/bend.cpp"] = (ROOT / "tests/sandbox_pool/harness/candidates/bend_timer.cpp").read_text()
+    bent.files["model_new.py"] = bent.files["model_new.py"].replace(
+        "super().__init__()", "super().__init__()\n        cuda_extension.bend_timer(0.6)")
+    assert "bend_timer(0.6)" in bent.files["model_new.py"]
+    config = LocalPoolConfig(device="cpu", pipeline_depth=3, compile_workers=2, cache_dir=pool_cache)
+    async with LocalPool(config) as pool:
+        await pool.evaluate(_job("cpu_fast", 0))  # baselines, once
+        alone = await pool.evaluate(bent)  # its build too: built, it runs beside the others below
+        assert alone.status is EvalStatus.VIOLATION, (alone.status, alone.error)
+        honest = [_job("cpu_fast", i) for i in range(1, 5)]
+        results = await asyncio.gather(*(pool.evaluate(j) for j in [*honest[:2], bent, *honest[2:]]))
+    result = results.pop(2)
+    assert all(r.status is EvalStatus.OK for r in results), [(r.status, r.error) for r in results]
+    assert result.status is EvalStatus.VIOLATION and "both clocks bracket the same call" in (result.error or ""), \
+        (result.status, result.error)
+    log = result.stages["device"].log if "device" in result.stages else ""
+    assert "the timer's disagreement while other evaluations shared the device: re-run solo" in log, result.stages
