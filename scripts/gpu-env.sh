@@ -14,9 +14,11 @@ cuda_agent() { python3 -P -m cuda_agent.cli.main "$@"; }
 # PYTHONDONTWRITEBYTECODE: every fresh process compiled each module it imports from source (`import torch`
 # 3-4.6 s there). Compile them once, as `pip install` does by default; later sessions' calls only stat the files.
 # CUDA_AGENT_NO_PRECOMPILE=1 leaves the node as it is (benchmarks/harness/diag_bytecode.sh measures both).
+# Bounded (-r: no walk down a link loop; timeout: never holds a session up), half the cores.
 if [ -z "${CUDA_AGENT_NO_PRECOMPILE:-}" ]; then
-  python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-    "$SITE" "$REPO" >/dev/null 2>&1 || echo "gpu-env: compileall reported errors (some files do not compile; harmless)" >&2
+  timeout 300 python3 -m compileall -q -r 12 -j "$(( ($(nproc) + 1) / 2 ))" \
+    "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" "$SITE" "$REPO" >/dev/null 2>&1 \
+    || echo "gpu-env: compileall stopped or met files that do not compile (harmless: those import from source)" >&2
 fi
 # No bubblewrap on the GPU node: Debian's, carried in .whl/bwrap/ (binary + its three libraries, README "GPU
 # tests"), so candidate compiles run in the compiler jail there too (harness/compiler/jail.py).
