@@ -206,13 +206,17 @@ def decode_prints(value: Any) -> list[torch.Tensor] | None:
             for r in raw]
 
 
+def storage_tensors(values: list[Any]) -> list[torch.Tensor]:
+    """The tensors among `values` that have memory (empty ones left out), in order: `storage_spans`' owners."""
+    return [v for v in values if isinstance(v, torch.Tensor) and v.numel() and v.untyped_storage().nbytes()]
+
+
 def storage_spans(values: list[Any]) -> list[tuple[int, int]]:
     """The byte ranges of the tensors' storages (empty ones left out)."""
     spans = []
-    for v in values:
-        if isinstance(v, torch.Tensor) and v.numel() and v.untyped_storage().nbytes():
-            start = v.untyped_storage().data_ptr()
-            spans.append((start, start + v.untyped_storage().nbytes()))
+    for v in storage_tensors(values):
+        start = v.untyped_storage().data_ptr()
+        spans.append((start, start + v.untyped_storage().nbytes()))
     return spans
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 import types
+import weakref
 from typing import Any
 
 import torch
@@ -31,6 +32,7 @@ from cuda_agent.sandbox_pool.harness.compare import (
     flatten_outputs,
     share_memory,
     storage_spans,
+    storage_tensors,
 )
 from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw
 from cuda_agent.sandbox_pool.harness.output_buffer import SharedOutputs, attach
@@ -75,6 +77,9 @@ class Child:
         self.region: SharedOutputs | None = None
         self.handshake_s = 0.0  # timed calls: waiting for the parent to reveal each print's positions
         self.held: list[list[Any]] = []  # the last calls' outputs, kept alive while the next call runs
+        # Every earlier output's storage, weakly: torch keeps a storage's Python object as long as its memory
+        # lives, so one still alive after the harness let its call's outputs go is held by the candidate.
+        self.earlier: list[tuple[weakref.ref, tuple[int, int]]] = []
         self.memory_violations: list[str] = []
 
     def wait_for_go(self) -> None:
@@ -154,7 +159,17 @@ class Child:
             return
         mine = storage_spans(outputs)
         theirs = [] if self.spec.outputs_may_alias_inputs else storage_spans(inputs)
-        earlier = [span for held in self.held for span in storage_spans(held)]
+        # Held by the candidate past its call: the memory of any number of buffers returned in turn (red team,
+        # 2026-12-04: three buffers outran the two outputs held here).
+        self.earlier = [(ref, span) for ref, span in self.earlier if ref() is not None]
+        earlier = [span for held in self.held for span in storage_spans(held)] + [span for _, span in self.earlier]
+        # On a CPU torch's allocator makes resizable storages; memory wrapped from elsewhere (from_blob, refused at
+        # the build by symbol) is not, and can come back call after call with no storage alive in between.
+        if self.spec.device == "cpu" and any(not v.untyped_storage().resizable() for v in storage_tensors(outputs)):
+            message = (f"an output of {what} is memory torch did not allocate (from_blob or a buffer of the "
+                       "candidate's): every call must return new memory from torch's allocator (torch::empty)")
+            if message not in self.memory_violations:
+                self.memory_violations.append(message)
         for name, others in (("an earlier call's output", earlier), ("its own inputs", theirs)):
             if share_memory(mine, others):
                 message = (f"an output of {what} shares memory with {name}: every call must return new memory "
@@ -162,6 +177,8 @@ class Child:
                 if message not in self.memory_violations:
                     self.memory_violations.append(message)
         self.held = (self.held + [outputs])[-HELD_OUTPUTS:]
+        self.earlier += [(weakref.ref(v.untyped_storage()), span)
+                         for v, span in zip(storage_tensors(outputs), mine)]
 
     def load(self, name: str) -> Any:
         return torch.load(os.path.join(self.spec.work_dir, name), weights_only=True, map_location="cpu")

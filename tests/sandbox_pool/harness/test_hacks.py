@@ -764,6 +764,19 @@ NOT_FRESH = {
         """,
         init="self.buf = None",
     ),
+    # more buffers than the harness holds outputs (2): each one's last output is gone when it comes back
+    "three_buffers_in_turn": model_new(
+        """
+        self.turn = (self.turn + 1) % 3
+        buf = self.bufs[self.turn]
+        if buf is None or buf.shape != x.shape:
+            buf = torch.empty_like(x)
+            self.bufs[self.turn] = buf
+        buf.copy_(x)
+        return cuda_extension.scale_bias_inplace(buf, self.scale, self.bias)
+        """,
+        init="self.bufs = [None, None, None]\nself.turn = 0",
+    ),
     "into_the_input_once_timed": model_new(
         """
         self.calls += 1
@@ -781,3 +794,26 @@ def test_outputs_must_be_new_memory(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(NOT_FRESH[name], profile=True)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
     assert any("shares memory with" in v for v in result.violations), result.violations
+
+
+def test_outputs_over_the_candidates_own_memory_are_refused(evaluate_cpu, monkeypatch) -> None:
+    """Three static buffers in turn, each returned through torch::from_blob: no storage outlives its call, so the
+    watch on earlier outputs cannot see the memory come back. Refused at the build (from_blob's symbol), and
+    behind that at run time (on a CPU torch's allocator makes resizable storages, wrapped memory is not)."""
+    from pathlib import Path
+
+    from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
+
+    kernels = (Path(__file__).parent / "candidates" / "static_buffers.cpp").read_text()
+    files = {"model_new.py": model_new("return cuda_extension.scale_bias_static(x, self.scale, self.bias)"),
+             "kernels/k.cpp": kernels}
+    refused = evaluate_cpu("", files=files, profile=True)
+    assert refused.status is EvalStatus.VIOLATION and "from_blob" in (refused.error or ""), (refused.status, refused.error)
+
+    async def no_symbol_check(objects):  # noqa: ANN001, ANN202
+        return []
+
+    monkeypatch.setattr(evaluator_mod, "check_object_symbols", no_symbol_check)
+    behind = evaluate_cpu("", files=files, profile=True)
+    assert behind.status is EvalStatus.VIOLATION and behind.reward == -1.0, (behind.status, behind.error)
+    assert any("memory torch did not allocate" in v for v in behind.violations), behind.violations
