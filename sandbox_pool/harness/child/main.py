@@ -23,6 +23,7 @@ import torch
 
 from cuda_agent.sandbox_pool.harness.child.guard import ComputeGuard
 from cuda_agent.sandbox_pool.harness.child.hardening import harden_child
+from cuda_agent.sandbox_pool.harness.child.heap import keep_freed_memory
 from cuda_agent.sandbox_pool.harness.child.timing import Timer
 from cuda_agent.sandbox_pool.harness.child.turns import CANDIDATE_FILE, Turns
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
@@ -462,6 +463,8 @@ def child_entry(conn: Any, spec_json: str, level: str = "pidns+ro", stamps: Any 
                                      file_size_mb=spec.file_size_mb, work_dir=spec.work_dir, level=level)
             if spec.device == "cuda":
                 torch.cuda.set_device(spec.device_index)
+            else:
+                keep_freed_memory()  # the poison reaches large outputs too (child/heap.py)
             torch.backends.cuda.matmul.allow_tf32 = spec.tf32
             torch.backends.cudnn.allow_tf32 = spec.tf32
         except Exception as exc:  # before any candidate code: the harness's own failure

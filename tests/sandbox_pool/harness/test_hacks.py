@@ -796,6 +796,31 @@ def test_outputs_must_be_new_memory(evaluate_cpu, name: str) -> None:
     assert any("shares memory with" in v for v in result.violations), result.violations
 
 
+@pytest.mark.parametrize("kernel", ["relu", "relu_positives_only"])
+def test_a_large_output_left_partly_unwritten_shows_the_poison(evaluate_cpu, kernel: str) -> None:
+    """HACKS.md #12 (uninitialised outputs) on a 64 MB CPU output: glibc gave it fresh zero pages (over its mmap
+    threshold), so a relu that wrote only its positive elements passed before 2026-12-04 (late night). CPU
+    children now keep the memory they free (child/heap.py) and the poisoned block comes back; the honest twin
+    writes every element."""
+    from pathlib import Path
+
+    candidates = Path(__file__).parent / "candidates"
+    files = {"model_new.py": HEADER + textwrap.dedent(f"""
+                 class ModelNew(nn.Module):
+                     def __init__(self):
+                         super().__init__()
+
+                     def forward(self, x):
+                         return cuda_extension.{kernel}(x)
+                 """),
+             "kernels/k.cpp": (candidates / "relu_kernels.cpp").read_text()}
+    result = evaluate_cpu("", files=files, problem=(candidates / "problem_big_relu.py").read_text())
+    if kernel == "relu":
+        assert result.correct, (result.status, result.error)
+    else:
+        assert result.status is EvalStatus.INCORRECT and result.reward == -1.0, (result.status, result.error)
+
+
 def test_outputs_over_the_candidates_own_memory_are_refused(evaluate_cpu, monkeypatch) -> None:
     """Three static buffers in turn, each returned through torch::from_blob: no storage outlives its call, so the
     watch on earlier outputs cannot see the memory come back. Refused at the build (from_blob's symbol), and
