@@ -47,10 +47,27 @@ static int stamp(const std::string& text) { return for_each_socket(SOCK_SEQPACKE
 
 static int close_clock() { return for_each_socket(SOCK_SEQPACKET, close_fd, ""); }
 
-static torch::Tensor forge_when_freed(torch::Tensor out, const std::string& message, int64_t nth) {
+// The forging deleter sits in a storage of the allocator's kind (resizable): the child's check that outputs are
+// torch's own memory (child/main.py `check_fresh`, 2026-12-04) lets it through to the protocol check behind it.
+struct Pending {
+  torch::Tensor keep;
+  std::string message;
+  int64_t nth;
+};
+
+static void forge_on_free(void* context) {
   static int64_t freed = 0;
-  return torch::from_blob(out.data_ptr(), out.sizes(), out.strides(),
-                          [out, message, nth](void*) { if (++freed == nth) forge(message); }, out.options());
+  auto* pending = static_cast<Pending*>(context);
+  if (++freed == pending->nth) forge(pending->message);
+  delete pending;
+}
+
+static torch::Tensor forge_when_freed(torch::Tensor out, const std::string& message, int64_t nth) {
+  auto* pending = new Pending{out, message, nth};
+  c10::Storage storage(c10::Storage::use_byte_size_t(), out.nbytes(),
+                       c10::DataPtr(out.data_ptr(), pending, &forge_on_free, out.device()),
+                       c10::GetAllocator(out.device().type()), /*resizable=*/true);
+  return torch::empty({0}, out.options()).set_(storage, 0, out.sizes(), out.strides());
 }
 
 static void register_forge(pybind11::module& m) {
