@@ -3,10 +3,12 @@
 Besides `get_inputs()` itself, verification draws from other distributions that keep the
 domain the reference needs: a tensor whose draw is non-negative stays non-negative, one in
 [-1, 1] (e.g. [0, 1)) stays inside the native draw's own range; integer-valued floating data of
-more than two levels (8-bit pixels, counts) gets the same kinds of structure built from its own
-values only (`_transform_levels`: the lowest level with the draw's values here and there, sorted
-rows, rows capped at one of their levels, low levels raised to a high one); integer and boolean
-tensors, 0/1 masks and one-hot labels stored as floats are left as `get_inputs()` drew them.
+more than two levels (8-bit pixels, counts), and integer tensors of more than two levels (uint8 images,
+token ids, labels), get the same kinds of structure built from their own values only
+(`_transform_levels`: the lowest level with the draw's values here and there, sorted rows, rows capped at
+one of their levels, low levels raised to a high one), so an index stays a valid index; boolean tensors,
+0/1 masks, one-hot labels, and integer draws whose values are all distinct or already sorted (a
+permutation, an index set, offsets: structure the reference may rely on) are left as `get_inputs()` drew them.
 Every transform of continuous data works on the native draw (multiplicative factors keep each
 element's sign and its zeros):
 
@@ -91,11 +93,22 @@ def _is_continuous(value: Any) -> bool:
 
 
 def _is_levels(value: Any) -> bool:
-    """An integer-valued floating tensor of several levels (8-bit pixels, counts stored as floats): data, not a
-    0/1 mask or a one-hot label, whose structure the reference may need (those stay as drawn)."""
-    if not (isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 2) or _is_continuous(value):
+    """Integer-valued data of several levels, as floats (8-bit pixels, counts) or integers (uint8 images, token ids,
+    labels): not a 0/1 mask or a one-hot label, and for integers not a draw whose values are all distinct or
+    sorted along its last axis (a permutation, an index set, offsets), whose structure the reference may need
+    (those stay as drawn). Red team, 2026-12-04: a constant mean of uint8-like pixels passed while only floats
+    were restructured."""
+    if not isinstance(value, torch.Tensor) or value.numel() <= 2 or value.dtype == torch.bool or value.is_complex():
         return False
-    return torch.unique(value.reshape(-1)[:4096]).numel() > 2
+    if value.is_floating_point():
+        return not _is_continuous(value) and torch.unique(value.reshape(-1)[:4096]).numel() > 2
+    head = value.reshape(-1)[:4096]
+    levels = torch.unique(head).numel()
+    if levels <= 2 or levels == head.numel():
+        return False
+    rows = value.reshape(-1, value.shape[-1])[: max(1, 4096 // max(1, value.shape[-1]))]
+    steps = torch.diff(rows.long(), dim=-1)
+    return not (steps.numel() and (bool((steps >= 0).all()) or bool((steps <= 0).all())))
 
 
 def _transform_levels(t: torch.Tensor, distribution: str, gen: torch.Generator, seed: int) -> torch.Tensor:

@@ -19,7 +19,7 @@ def _inputs():
         torch.randn(32, 48) * 3,                  # signed, unbounded
         torch.rand(16, 8) * 2 - 1,                # [-1, 1)
         torch.rand(40, 20) * 10,                  # non-negative, unbounded
-        torch.randint(0, 10, (30,)),              # indices
+        torch.randperm(30),                       # a permutation (all distinct: left as drawn)
         (torch.rand(12, 12) > 0.5).float(),       # a 0/1 mask stored as floats
         torch.randn(20, 30).t(),                  # non-contiguous
         3.5,
@@ -168,3 +168,25 @@ def test_integer_valued_data_keeps_its_levels(distribution: str) -> None:
     twin = draw(pixels, 4, "native", perturb_seed=9, perturb_fraction=0.5)[0]
     assert torch.equal(twin.reshape(-1).sort().values, native[0].reshape(-1).sort().values)
     assert not torch.equal(twin, native[0])
+
+
+@pytest.mark.parametrize("distribution", STRUCTURED)
+def test_integer_tensors_get_structure_of_their_own_values(distribution: str) -> None:
+    """uint8 images, token ids and labels are data: restructured from their own values (an index stays a valid
+    index); booleans, two-level masks, permutations and sorted offsets stay as drawn."""
+    def ints():
+        return [torch.randint(0, 256, (32, 512), dtype=torch.uint8), torch.randint(0, 1000, (4, 300)),
+                torch.randint(0, 2, (64,)), torch.rand(40) > 0.5, torch.randperm(500),
+                torch.sort(torch.randint(0, 90, (8, 50)), dim=-1).values, torch.randint(0, 50, (100,)).cumsum(0)]
+
+    native = draw(ints, 6, "native")
+    out = draw(ints, 6, distribution)
+    for t, n in zip(out[:2], native[:2]):
+        assert t.dtype == n.dtype and t.shape == n.shape
+        assert set(torch.unique(t).tolist()) <= set(torch.unique(n).tolist())  # its own values only
+        assert not torch.equal(t, n)
+    for t, n in zip(out[2:], native[2:]):
+        assert torch.equal(t, n)
+    twin = draw(ints, 6, "native", perturb_seed=3, perturb_fraction=0.5)
+    assert torch.equal(twin[1].reshape(-1).sort().values, native[1].reshape(-1).sort().values)
+    assert not torch.equal(twin[1], native[1]) and torch.equal(twin[4], native[4])
