@@ -40,8 +40,8 @@ CPU_AGREEMENT = 0.9
 best-agreeing judged call must report at least this fraction of it, CPU_SLACK_US included (`cpu_agreement`)."""
 CPU_SLACK_US = 50.0
 """Added to a call's reported time before the ratio. With the stamps read quietly (module docstring), honest
-calls' outside time minus the floor exceeded their reported time by 1-19 us on the 2-core VM, in a CPU pool at
-depth 3 beside a busy loop; read as they arrived, by up to 254 us."""
+calls' outside time minus the floor exceeded their reported time by 1-61 us (median 8) on the 2-core VM, in a CPU
+pool at depth 3 beside a busy loop; read as they arrived, by up to 1,162 us (benchmarks/harness/RESULTS.md)."""
 CPU_JUDGED_US = 300.0
 """Calls shorter than this outside (minus the floor) are left to the median bound; the agreement is judged only
 when the median call is at least this long, so a few calls stretched past it are never all that is judged."""
