@@ -133,28 +133,18 @@ def test_a_self_checking_subsampler_of_a_whole_sum_meets_few_spikes(evaluate_cpu
         assert caught.status is EvalStatus.INCORRECT and "trial 6" in (caught.error or ""), (seed, caught.error)
 
 
-PIXEL_PROBLEM = (CANDIDATES / "problem_pixel_means.py").read_text()
 PIXEL_KERNELS = (CANDIDATES / "pixel_kernels.cpp").read_text()
 
 
-def test_integer_valued_data_gets_structured_draws_of_its_own_levels(evaluate_cpu) -> None:
+@pytest.mark.parametrize(("problem_file", "suffix"), [("problem_pixel_means.py", ""), ("problem_pixel_means_u8.py", "_u8")],
+                         ids=["float", "uint8"])
+def test_integer_valued_data_gets_structured_draws_of_its_own_levels(evaluate_cpu, problem_file: str,
+                                                                     suffix: str) -> None:
     """Red team, 2026-12-04: integer-valued inputs were left as drawn by every trial, so the closed-form mean of
-    8-bit pixels passed (reward 3). The structured draws now rearrange the draw's own levels."""
-    source = total_model("x").replace("cuda_extension.total_x(x)", "cuda_extension.means_{}(x)")
-    honest = evaluate_cpu(source.format("exact"), PIXEL_KERNELS, problem=PIXEL_PROBLEM, seed=3)
-    assert honest.status is EvalStatus.OK, (honest.status, honest.error)
-    premise = evaluate_cpu(source.format("expected"), PIXEL_KERNELS, problem=PIXEL_PROBLEM, seed=3, correctness_trials=1,
-                           influence_checks=0)
-    assert premise.status is EvalStatus.OK, (premise.status, premise.error)
-    caught = evaluate_cpu(source.format("expected"), PIXEL_KERNELS, problem=PIXEL_PROBLEM, seed=3)
-    assert caught.status is EvalStatus.INCORRECT and caught.reward == -1.0, (caught.status, caught.error)
-
-
-def test_integer_tensors_get_structured_draws_of_their_own_values(evaluate_cpu) -> None:
-    """The same closed-form mean on uint8 images: integer tensors were left as drawn by every trial until
-    2026-12-04 (late night), so the constant 127.5 passed there after the float case was closed."""
-    problem = (CANDIDATES / "problem_pixel_means_u8.py").read_text()
-    source = total_model("x").replace("cuda_extension.total_x(x)", "cuda_extension.means_{}_u8(x)")
+    8-bit pixels passed (reward 3). The structured draws now rearrange the draw's own levels: as floats since
+    that night, as uint8 since the next (the constant passed there after the float case was closed)."""
+    problem = (CANDIDATES / problem_file).read_text()
+    source = total_model("x").replace("cuda_extension.total_x(x)", "cuda_extension.means_{}" + suffix + "(x)")
     honest = evaluate_cpu(source.format("exact"), PIXEL_KERNELS, problem=problem, seed=3)
     assert honest.status is EvalStatus.OK, (honest.status, honest.error)
     premise = evaluate_cpu(source.format("expected"), PIXEL_KERNELS, problem=problem, seed=3, correctness_trials=1,
