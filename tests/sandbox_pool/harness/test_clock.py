@@ -71,15 +71,16 @@ def test_on_a_cpu_the_clocks_agreement_tells_a_bent_timer_from_a_descheduled_cal
 
 
 def test_a_short_kernels_few_stretched_calls_are_never_all_that_is_judged() -> None:
-    """An honest 0.1 ms kernel whose stamps were delayed on two calls (2 ms outside each): judging only the calls
-    long enough outside would judge those two alone (the full suite's CPU pool, 2026-12-04: an honest kernel at
-    0.27). The median call decides whether the agreement is judged at all."""
+    """An honest kernel of a few us whose stamps were delayed on two calls (2 ms outside each): judging only the
+    calls long enough outside would judge those two alone (the full suite's CPU pool, 2026-12-04: an honest kernel
+    at 0.27). The median call (here under CPU_JUDGED_US) decides whether the agreement is judged at all."""
     ours, theirs = clock.pair()
     outside = clock.OutsideClock(ours)
     _stamp_calls(theirs, "n", [0.0] * clock.NULL_CALLS)
-    _stamp_calls(theirs, "c", [0.002, 0.0001, 0.0001, 0.002, 0.0001])
+    _stamp_calls(theirs, "c", [0.002, 0.0, 0.0, 0.002, 0.0])
     outside.drain()
-    assert outside.cpu_agreement([100.0] * 5) is None
+    assert outside.cpu_agreement([5.0] * 5) is None
+    assert max(outside.durations_us("c")) > clock.CPU_JUDGED_US  # the two stretched calls alone would be judged
     outside.close()
     theirs.close()
 

@@ -148,7 +148,7 @@ def test_a_message_after_the_last_step_is_a_violation(build_cache: Path, monkeyp
 
 
 def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: bool,  # noqa: ANN001, ANN202
-                      files: dict[str, str] | None = None):
+                      files: dict[str, str] | None = None, problem: str = PROBLEM):
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
     from cuda_agent.sandbox_pool.harness import evaluator as evaluator_mod
     from cuda_agent.sandbox_pool.harness.static_check import StaticCheckReport
@@ -161,7 +161,7 @@ def _evaluate_forging(build_cache: Path, monkeypatch, model_new: str, profile: b
     # through to try the checks behind it.
     monkeypatch.setattr(evaluator_mod, "check_candidate", lambda files: StaticCheckReport())
     monkeypatch.setattr(evaluator_mod, "check_object_symbols", no_symbol_check)
-    job = EvalJob(problem_src=PROBLEM, files=files or {**FILES, "model_new.py": model_new}, device="cpu",
+    job = EvalJob(problem_src=problem, files=files or {**FILES, "model_new.py": model_new}, device="cpu",
                   options=EvalOptions(profile=profile, seed=5))
 
     async def evaluate():  # noqa: ANN202
@@ -186,21 +186,41 @@ def test_a_candidate_that_touches_the_outside_clock_is_a_violation(build_cache: 
     assert "outside clock was tampered with" in result.error and says in result.error, result.error
 
 
-@pytest.mark.parametrize("factor", [1.0, 0.6], ids=["honest", "bent_to_0.6"])
+def _short_calls(init: str) -> tuple[str, dict[str, str]]:
+    """(problem, files): the examples' diag_matmul narrowed to 128 columns, whose honest CPU kernel's calls take
+    ~150-200 us on the 2-core VM (benchmarks/harness/RESULTS.md), with `init` run at construction."""
+    root = Path(__file__).resolve().parents[3] / "examples"
+    problem = (root / "problems/diag_matmul.py").read_text()
+    assert "\nM = 2048\n" in problem
+    files = {path.relative_to(root / "solutions/diag_matmul/cpu_fast").as_posix(): path.read_text()
+             for path in (root / "solutions/diag_matmul/cpu_fast").rglob("*") if path.is_file()}
+    files["kernels/bend.cpp"] = (CANDIDATES / "bend_timer.cpp").read_text()
+    files["model_new.py"] = files["model_new.py"].replace("super().__init__()", f"super().__init__()\n        {init}")
+    return problem.replace("\nM = 2048\n", "\nM = 128\n"), files
+
+
+@pytest.mark.parametrize(("factor", "calls"), [(1.0, "2ms"), (0.6, "2ms"), (1.0, "short"), (0.7, "short")],
+                         ids=["honest", "bent_to_0.6", "honest_short", "bent_to_0.7_short"])
 def test_a_timer_bent_to_report_less_disagrees_with_the_outside_clock(build_cache: Path, monkeypatch,
-                                                                      factor: float) -> None:
+                                                                      factor: float, calls: str) -> None:
     """Red team, 2026-12-04 (night): native code made the harness's timer run 0.55x as fast, above the outside
     bound's half, and turned reward 1 into 3. On a CPU the outside clock's stamps bracket the same call as the
     timer, so each call's two clocks must agree (`clock.cpu_agreement`, judged where the stamps are read at the
-    child's messages only); the honest twin spends the same 2 ms a call and passes."""
+    child's messages only); the honest twins spend the same time a call and pass. The short pair: until
+    2026-12-05 calls under 300 us were not judged, and a 0.6x timer on a ~250 us kernel passed in CI."""
     from cuda_agent.sandbox_pool.harness import EvalStatus, clock
     from cuda_agent.sandbox_pool.harness.compiler import builder
 
     monkeypatch.setattr(builder, "_read_memo", lambda obj: [])  # the build refuses bend_timer.cpp's source
     init = f"cuda_extension.bend_timer({factor})" if factor != 1.0 else ""
-    files = {"kernels/k.cpp": FILES["kernels/k.cpp"], "kernels/bend.cpp": (CANDIDATES / "bend_timer.cpp").read_text(),
-             "model_new.py": _model_new(init, "cuda_extension.spin_us(2000.0)")}
-    result = _evaluate_forging(build_cache, monkeypatch, files["model_new.py"], profile=True, files=files)
+    if calls == "short":
+        problem, files = _short_calls(init)
+    else:
+        problem = PROBLEM
+        files = {"kernels/k.cpp": FILES["kernels/k.cpp"], "kernels/bend.cpp": (CANDIDATES / "bend_timer.cpp").read_text(),
+                 "model_new.py": _model_new(init, "cuda_extension.spin_us(2000.0)")}
+    result = _evaluate_forging(build_cache, monkeypatch, files["model_new.py"], profile=True, files=files,
+                               problem=problem)
     if factor == 1.0:
         assert result.status is EvalStatus.OK, (result.status, result.error)
         assert "(judged)" in result.stages["profile"].log, result.stages["profile"].log
