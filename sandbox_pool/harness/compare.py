@@ -22,6 +22,14 @@ def flatten_outputs(value: Any) -> list[Any]:
     return [value]
 
 
+def signature(outputs: list[Any]) -> list[str]:
+    """Per output, what it is beyond its values: a tensor's dtype and shape ("float32[16, 1024]"), or a scalar's
+    type. Timed outputs are judged by their values at sampled positions, so without this a kernel could return a
+    narrower dtype or another shape once verification is over (red team, 2026-12-05: bf16 after the trials)."""
+    return [f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}" if type(v) is torch.Tensor  # noqa: E721
+            else type(v).__name__ for v in outputs]  # a subclass's attributes would run its code: its name only
+
+
 MAGNITUDE_FRACTION = 0.05
 """atol never exceeds this fraction of the reference's RMS: an output whose true values are
 all below the tolerance cannot be matched by a constant (HACKS.md #15)."""

@@ -88,6 +88,7 @@ class Print(_Message):
     event: Literal["print"]
     k: int
     fingerprint: Any = None  # compare.decode_prints reads it; anything else fails the check
+    signature: Any = None  # compare.signature of the outputs; anything but the reference's fails the check
 
 
 class Timing(_Message):

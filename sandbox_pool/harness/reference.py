@@ -17,7 +17,13 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from cuda_agent.errors import ProblemError
-from cuda_agent.sandbox_pool.harness.compare import fingerprint_bounds, flatten_outputs, share_memory, storage_spans
+from cuda_agent.sandbox_pool.harness.compare import (
+    fingerprint_bounds,
+    flatten_outputs,
+    share_memory,
+    signature,
+    storage_spans,
+)
 from cuda_agent.sandbox_pool.harness.inputs import (
     DISTRIBUTIONS,
     GLOBAL_RNG_LOCK,
@@ -88,6 +94,8 @@ class PreparedReference:
     reference_aliases_inputs: bool = False
     """The reference's outputs share memory with its inputs (a view of one, an in-place op)."""
     output_nbytes: int = 0
+    output_signature: list[str] = field(default_factory=list)
+    """The reference's outputs' dtypes and shapes (`compare.signature`): every timed output must have them."""
     perturbed: int = 0
 
 
@@ -207,6 +215,7 @@ def prepare(
         _add_twin(prepared, problem, model, device, base,
                   seed + INFLUENCE_SEED_OFFSET + 1000 * j, INFLUENCE_FRACTIONS[j % len(INFLUENCE_FRACTIONS)])
     prepared.output_nbytes = nbytes(prepared.trial_outputs[0])
+    prepared.output_signature = signature(prepared.trial_outputs[0])
     prepared.timing_draws = timing_draws(seed, timed_calls)
     prepared.print_seeds = [keyed(print_seed, f"print {k}") for k in range(timed_calls)]
     prepared.checked_calls = checked_timed_calls(print_seed, timed_calls, checked_calls)

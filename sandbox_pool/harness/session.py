@@ -399,6 +399,11 @@ class CandidateSession:
         if not 0 <= k < len(self.prepared.timing_prints) or k in self.prints_checked:
             return self.timing_violation("the timing protocol was not followed")
         self.prints_checked.add(k)
+        if message.signature != self.prepared.output_signature:  # every call, checked or not: it costs nothing
+            return self.timing_violation(
+                f"timed call {k} returned {_listed(message.signature)} where the reference returns "
+                f"{_listed(self.prepared.output_signature)}: every call's outputs must keep the reference's dtypes "
+                "and shapes (verification passed, so the kernel changed its outputs while timed)")
         expected = self.prepared.timing_prints[k]
         if expected is None:  # not one of the checked calls
             return None
@@ -470,6 +475,10 @@ class CandidateSession:
                        + f"; timed loop {log_number(message.wall_s):.3f} s, "
                        f"of which timed calls {sum(stats.samples_us) / 1e6:.3f} s" + split_log(message.split_s))
         return True
+
+
+def _listed(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) and value else repr(value)[:80]
 
 
 def split_log(split: Any) -> str:

@@ -29,6 +29,7 @@ from cuda_agent.sandbox_pool.harness.child.turns import CANDIDATE_FILE, Turns
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import (
     encode_prints,
+    signature,
     fingerprint,
     flatten_outputs,
     share_memory,
@@ -338,7 +339,8 @@ class Child:
         reply = json.loads(self.conn.recv_bytes(1 << 16))
         seed = int(reply["print_seed"])
         self.handshake_s += timer_now() - began
-        self.send(event="print", k=k, fingerprint=[] if bad_types else encode_prints(fingerprint(outputs, seed)))
+        self.send(event="print", k=k, fingerprint=[] if bad_types else encode_prints(fingerprint(outputs, seed)),
+                  signature=signature(outputs))
 
     def enough_samples(self, samples: list[float], elapsed_s: float) -> bool:
         """A baseline (reference role) stops once the median's confidence interval is tight

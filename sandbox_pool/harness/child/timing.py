@@ -1,7 +1,8 @@
 """The timing protocol, identical for the candidate and the baselines.
 
 Per call: flush the cache (and reset persisting L2 on CUDA), synchronise the whole device,
-then time `fn(*inputs)` up to a device-wide synchronisation. On CUDA a call's time is the
+then time `fn(*inputs)`, and a dense copy of every output that is a view rather than memory of its own
+(`materialise`), up to a device-wide synchronisation. On CUDA a call's time is the
 event time, unless the host clock (minus its calibrated floor) says work escaped the
 events (other streams), in which case the host time counts. Every timed call gets inputs never seen before.
 References are captured at import, before any candidate code exists in the process.
@@ -23,6 +24,9 @@ _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _median = statistics.median
 _cuda_sleep = torch.cuda._sleep
+_Tensor = torch.Tensor
+_is_contiguous = torch.Tensor.is_contiguous
+_contiguous = torch.Tensor.contiguous
 
 CPU_FLUSH_BYTES = 64 << 20
 CUDA_FLUSH_BYTES = 256 << 20
@@ -43,6 +47,24 @@ def _load_cudart() -> Any | None:
             except OSError:
                 continue
     return None
+
+
+def materialise(out: Any) -> None:
+    """Copy, inside the timed window, every output tensor that is not contiguous, and drop the copies.
+
+    The harness reads outputs densely after the call (checks, prints, the parent's copy). An output that is a
+    view (a stride-0 `expand` of a few values, a transpose of a buffer written in the input's layout, overlapping
+    `as_strided` windows) left that work to the harness, outside the window: red team, 2026-12-05, rewards 1 -> 3
+    and 2 -> 3 on CPU. Its price is now in the call's time, for the candidate and the baselines alike; a
+    contiguous output costs nothing. Only plain tensors: a subclass is refused after the call, and touching it
+    here would run its code."""
+    pending = [out]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (tuple, list)):
+            pending.extend(value)
+        elif type(value) is _Tensor and not _is_contiguous(value):  # noqa: E721
+            _contiguous(value)
 
 
 class Timer:
@@ -90,6 +112,7 @@ class Timer:
             edge("s")
             t0 = _perf_ns()
             out = fn(*inputs)
+            materialise(out)
             host_us = (_perf_ns() - t0) / 1e3
             edge("e")
             return out, host_us, host_us
@@ -107,6 +130,7 @@ class Timer:
         self._flush.fill_(1.0)
         start.record()
         out = fn(*inputs)
+        materialise(out)
         end.record()
         _cuda_sync()
         host_us = (_perf_ns() - t0) / 1e3

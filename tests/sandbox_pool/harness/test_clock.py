@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from cuda_agent.sandbox_pool.harness import clock
 
 
@@ -124,6 +126,34 @@ def test_outside_stamps_bracket_the_call_not_the_cache_flush() -> None:
     out, t_us, host_us = timer.time_call(lambda x: order.append("call") or x, [7], edge=order.append)
     assert out == 7 and t_us == host_us > 0
     assert order == ["flush", "s", "call", "e"]
+
+
+@pytest.mark.parametrize("returns", ["expanded", "transposed", "dense"])
+def test_an_output_that_is_a_view_is_made_dense_inside_the_timed_window(returns: str) -> None:
+    """Red team, 2026-12-05: outputs returned as views (a stride-0 `expand` of a few values, a transpose of a buffer
+    written in the input's layout) left their dense copy to the harness, after the window (rewards 1 -> 3, 2 -> 3).
+    The copy is now made between the call and the end stamp (`timing.materialise`), also inside a tuple; a dense
+    output is not copied."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from cuda_agent.sandbox_pool.harness.child.timing import Timer
+
+    order: list[str] = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            order.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    timer = Timer("cpu")
+    shape = {"expanded": lambda x: x.expand(4, 6), "transposed": lambda x: x.view(2, 3).t(), "dense": lambda x: x}
+    with Log():
+        out, _, _ = timer.time_call(lambda x: (shape[returns](x), 3), [torch.arange(6.0)], edge=order.append)
+    window = order[order.index("s") + 1:order.index("e")]
+    copied = [op for op in window if op in ("clone", "copy_", "contiguous")]
+    assert bool(copied) == (returns != "dense"), window
+    assert out[1] == 3
 
 
 # -- stamps the harness did not send: the candidate's code can reach the socket too ---------------------------

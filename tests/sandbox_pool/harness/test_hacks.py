@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from test_symbols import RAW_WRITE
 
-from cuda_agent.sandbox_pool.harness import EvalStatus
+from cuda_agent.sandbox_pool.harness import EvalOptions, EvalStatus
 
 HEADER = "import torch\nimport torch.nn as nn\nimport cuda_extension\n\n"
 
@@ -819,6 +819,37 @@ def test_a_large_output_left_partly_unwritten_shows_the_poison(evaluate_cpu, ker
         assert result.correct, (result.status, result.error)
     else:
         assert result.status is EvalStatus.INCORRECT and result.reward == -1.0, (result.status, result.error)
+
+
+@pytest.mark.parametrize("after_trials", ["out", "cuda_extension.relu_bf16(x)", "out.view(-1)"],
+                         ids=["honest", "bf16_once_verified", "flattened_once_verified"])
+def test_timed_outputs_keep_the_references_dtype_and_shape(evaluate_cpu, after_trials: str) -> None:
+    """Red team, 2026-12-05: timed outputs were judged by their values at sampled positions only, so a relu that
+    returned float32 for the 8 verification calls and bfloat16 from then on (half the bytes written, within rtol)
+    went from reward 1 to 3. Every timed call's outputs must have the reference's dtypes and shapes
+    (`compare.signature`), checked or not; the honest twin returns the same kernel's float32 on every call."""
+    from pathlib import Path
+
+    candidates = Path(__file__).parent / "candidates"
+    trials = EvalOptions().correctness_trials + EvalOptions().influence_checks
+    files = {"model_new.py": HEADER + textwrap.dedent(f"""
+                 class ModelNew(nn.Module):
+                     def __init__(self):
+                         super().__init__()
+                         self.calls = 0
+
+                     def forward(self, x):
+                         self.calls = self.calls + 1
+                         out = cuda_extension.relu(x)
+                         return out if self.calls <= {trials} else {after_trials}
+                 """),
+             "kernels/k.cpp": (candidates / "relu_kernels.cpp").read_text()}
+    result = evaluate_cpu("", files=files, profile=True, problem=(candidates / "problem_big_relu.py").read_text())
+    if after_trials == "out":
+        assert result.status is EvalStatus.OK, (result.status, result.error)
+    else:
+        assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
+        assert "must keep the reference's dtypes and shapes" in (result.error or ""), result.error
 
 
 def test_outputs_over_the_candidates_own_memory_are_refused(evaluate_cpu, monkeypatch) -> None:
