@@ -29,10 +29,10 @@ from cuda_agent.sandbox_pool.harness.child.turns import CANDIDATE_FILE, Turns
 from cuda_agent.sandbox_pool.harness.clock import NULL_CALLS, mark
 from cuda_agent.sandbox_pool.harness.compare import (
     encode_prints,
-    signature,
     fingerprint,
     flatten_outputs,
     share_memory,
+    signature,
     storage_spans,
     storage_tensors,
 )

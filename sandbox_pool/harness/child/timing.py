@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import torch
 
+from cuda_agent.sandbox_pool.harness.compare import flatten_outputs
+
 _perf_ns = time.perf_counter_ns
 _cuda_sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
@@ -58,12 +60,8 @@ def materialise(out: Any) -> None:
     and 2 -> 3 on CPU. Its price is now in the call's time, for the candidate and the baselines alike; a
     contiguous output costs nothing. Only plain tensors: a subclass is refused after the call, and touching it
     here would run its code."""
-    pending = [out]
-    while pending:
-        value = pending.pop()
-        if isinstance(value, (tuple, list)):
-            pending.extend(value)
-        elif type(value) is _Tensor and not _is_contiguous(value):  # noqa: E721
+    for value in flatten_outputs(out):
+        if type(value) is _Tensor and not _is_contiguous(value):  # noqa: E721
             _contiguous(value)
 
 
