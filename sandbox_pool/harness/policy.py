@@ -133,6 +133,9 @@ FORBIDDEN_SOURCE_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"__import__|__builtins__", "reaching Python builtins from C++"),
         (r"\bsystem\s*\(|\bpopen\s*\(|\bfork\s*\(|\bvfork\s*\(|\bexecv|\bexecl|\bposix_spawn", "starting processes"),
         (r"std::thread|std::async|pthread_create", "threads outside OpenMP"),
+        # taking the Python lock from kernel code: how a team left running holds the harness's thread until it is
+        # done (red team, 2026-12-05). Spelt otherwise (an `asm` label), the symbol rules below still see them.
+        (r"gil_scoped_acquire|GOMP_|_PyRuntime", "taking the Python lock or OpenMP's internals from kernel code"),
         (r"\bat::native::|at::cuda::blas|at::_ops::|redispatch|c10::Dispatcher|torch::jit|TORCH_LIBRARY", "calling torch's own kernels"),
         (r"\bsocket\s*\(|\bconnect\s*\(", "network access"),
         (r"ptrace|/proc/", "inspecting other processes"),
@@ -187,6 +190,16 @@ FORBIDDEN_SYMBOL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^syscall$|^thrd_create$|^timer_create$|^clone3?$|^mmap|^mprotect$", "raw system calls, threads, timers or memory maps"),
         (r"^fopen|^open$|^open64$|^openat|^creat$|^std::basic_[io]?fstream|^std::basic_filebuf", "reading or writing files"),
         (r"tls_set_dispatch_key|^c10::impl::tls_", "dispatcher state"),
+        # OpenMP's legacy interface starts a team that the caller joins only when it chooses: work left running
+        # after the call returns, outside the timed window (red team, 2026-12-05: reward 3 for a relu whose team
+        # wrote the output while the harness waited on the Python lock). `#pragma omp parallel` joins before
+        # returning (GOMP_parallel, GOMP_parallel_loop_*).
+        (r"^GOMP_parallel_start$|^GOMP_parallel_end$|^GOMP_parallel_(loop_\w+|sections)_start$|^GOACC_",
+         "OpenMP teams left running after the call (write `#pragma omp parallel`, which joins before returning)"),
+        # CPython's private runtime state (the lock's own fields, the switch interval): never a kernel's business;
+        # the public GIL functions stay, pybind11's own code calls them.
+        (r"^_PyRuntime$|^_PyEval_|^_PyGILState_",
+         "reaching Python's private runtime state"),
         # The child's pipe to the parent and the outside clock's socket are descriptors of the candidate's
         # process: reading, writing, duplicating or closing a descriptor is how forged messages are sent.
         (r"^(__libc_|__)?(write|writev|pwrite(64)?|pwritev2?|send|sendto|sendmsg|sendmmsg|read|readv|pread(64)?"

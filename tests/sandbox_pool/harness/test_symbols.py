@@ -39,10 +39,10 @@ float total(const std::vector<float>& v) { float s = 0; for (float x : v) s += t
 """
 
 
-def _object(tmp_path: Path, name: str, source: str) -> str:
+def _object(tmp_path: Path, name: str, source: str, *flags: str) -> str:
     src, obj = tmp_path / f"{name}.cpp", tmp_path / f"{name}.o"
     src.write_text(source)
-    subprocess.run(["g++", "-O2", "-c", "-ffunction-sections", str(src), "-o", str(obj)], check=True)
+    subprocess.run(["g++", "-O2", "-c", "-ffunction-sections", *flags, str(src), "-o", str(obj)], check=True)
     return str(obj)
 
 
@@ -66,3 +66,35 @@ def test_an_object_the_binutils_cannot_read_is_a_violation(tmp_path: Path) -> No
     bogus.write_bytes(b"\x7fELF" + b"\xff" * 60)
     found = asyncio.run(check_object_symbols([str(bogus)]))
     assert len(found) == 1 and "cannot be checked" in found[0], found
+
+
+# Red team 2026-12-05: a team started by OpenMP's legacy interface kept writing the output after the call had
+# returned, while the harness's thread waited on the Python lock (found through `_PyRuntime`, named by an asm label).
+HONEST_OPENMP = """
+void relu(const float* x, float* y, long n) {
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (long i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0;
+}
+"""
+TEAM_LEFT_RUNNING = """
+extern "C" void GOMP_parallel_start(void (*fn)(void*), void* data, unsigned threads);
+extern "C" void GOMP_parallel_end();
+static void work(void*) {}
+void start(bool first) { if (!first) GOMP_parallel_end(); GOMP_parallel_start(work, nullptr, 3); }
+"""
+PRIVATE_RUNTIME = """
+extern "C" char runtime_state[] __asm__("_PyRuntime");
+int lock_taken() { return runtime_state[376]; }
+"""
+
+
+def test_openmp_that_joins_before_returning_passes(tmp_path: Path) -> None:
+    assert asyncio.run(check_object_symbols([_object(tmp_path, "omp", HONEST_OPENMP, "-fopenmp")])) == []
+
+
+@pytest.mark.parametrize("source, says", [(TEAM_LEFT_RUNNING, "OpenMP teams left running"),
+                                          (PRIVATE_RUNTIME, "Python's private runtime state")],
+                         ids=["legacy_openmp_team", "asm_label_to_python_runtime"])
+def test_work_left_running_or_python_internals_are_refused_by_symbol(tmp_path: Path, source: str, says: str) -> None:
+    found = asyncio.run(check_object_symbols([_object(tmp_path, "cheat", source)]))
+    assert any(says in v for v in found), found
