@@ -30,8 +30,8 @@ def signature(outputs: list[Any]) -> list[str]:
             else type(v).__name__ for v in outputs]  # a subclass's attributes would run its code: its name only
 
 
-def real_view(value: Any) -> Any:
-    """A complex tensor as the real tensor of its (real, imaginary) pairs; anything else unchanged. Every rule
+def real_values(value: Any) -> Any:
+    """A complex tensor as the real view of its (real, imaginary) pairs, float8 widened; anything else as it is. Every rule
     below judges real values: `.to(float64)` of a complex tensor keeps its real part alone, so before 2026-12-05
     a kernel that never wrote the imaginary halves passed every check (red team: `torch.polar`, reward 1 for
     half the work, -1 deserved)."""
@@ -49,7 +49,7 @@ all below the tolerance cannot be matched by a constant (HACKS.md #15)."""
 
 def effective_atol(ref: Any, atol: float) -> float:
     """atol, shrunk for outputs whose magnitude is comparable to it."""
-    ref = real_view(ref)
+    ref = real_values(ref)
     if not isinstance(ref, torch.Tensor) or not ref.is_floating_point() or ref.numel() == 0:
         return atol
     # The usual case, all finite: one float64-accumulated reduction and one host sync, no copy.
@@ -92,7 +92,7 @@ def _compare_one(o: Any, r: Any, atol: float, rtol: float) -> str | None:
         return f"dtype mismatch: expected {r.dtype}, got {o.dtype}"
     if tuple(o.shape) != tuple(r.shape):
         return f"shape mismatch: expected {tuple(r.shape)}, got {tuple(o.shape)}"
-    o, r = real_view(o), real_view(r)
+    o, r = real_values(o), real_values(r)
     o64, r64 = o.detach().to(torch.float64), r.detach().to(torch.float64)
     if r.is_floating_point():
         nan_ok = torch.isnan(o64) & torch.isnan(r64)
@@ -140,7 +140,7 @@ def influence_mismatch(out: list[Any], out_twin: list[Any], ref: list[Any], ref_
     """
     ratios: list[float] = []
     for i, outputs in enumerate(zip(out, out_twin, ref, ref_twin)):
-        a, b, ra, rb = (real_view(x) for x in outputs)
+        a, b, ra, rb = (real_values(x) for x in outputs)
         if not all(isinstance(x, torch.Tensor) for x in (a, b, ra, rb)) or not ra.is_floating_point():
             continue
         if a.shape != ra.shape or b.shape != rb.shape:
@@ -187,7 +187,7 @@ def fingerprint(tensors: list[Any], seed: int) -> list[torch.Tensor]:
         if not isinstance(t, torch.Tensor):
             prints.append(torch.tensor([float(t)], dtype=torch.float64))
             continue
-        flat = real_view(t.detach()).reshape(-1)
+        flat = real_values(t.detach()).reshape(-1)
         idx = _sample_indices(flat.numel(), seed + i).to(flat.device)
         prints.append(flat[idx].to("cpu", torch.float64))
     return prints

@@ -20,7 +20,7 @@ from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import (
     fingerprint_bounds,
     flatten_outputs,
-    real_view,
+    real_values,
     share_memory,
     signature,
     storage_spans,
@@ -135,7 +135,7 @@ def build_reference(problem: Problem, init_seed: int, perturb_seed: int | None) 
 
 
 def _all_finite(values: list[Any]) -> bool:
-    for v in map(real_view, values):
+    for v in map(real_values, values):
         if isinstance(v, torch.Tensor) and v.is_floating_point():
             # A finite float64 sum implies no NaN or inf (either would propagate); fall back
             # to the elementwise check only when the sum overflows.
@@ -245,7 +245,7 @@ def prepare(
         prepared.timing_prints.append(fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol) if usable else None)
         if usable and (k in pairs or k in pairs.values()):
             natives[k] = [v.to(r.dtype) if isinstance(r, torch.Tensor) and r.is_floating_point() else v
-                          for v, r in zip(prepared.timing_prints[k][0], map(real_view, outputs))]
+                          for v, r in zip(prepared.timing_prints[k][0], map(real_values, outputs))]
     for twin, base in pairs.items():
         if twin in natives and base in natives:
             prepared.timed_twins[twin] = base
