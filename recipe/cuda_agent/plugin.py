@@ -13,18 +13,25 @@ Importing the loop modules registers them through veRL's own ``@register`` decor
     cuda_agent                 agentic rollout: workspace + sandbox + tools, scores the final workspace
     cuda_agent_single_turn     one answer with fenced files, scored by the configured compute_score
 
-and importing ``advantage`` registers the ``cuda_agent_grpo`` and ``cuda_agent_rloo`` advantage
+``hf_rollout.registration.register()`` makes ``actor_rollout_ref.rollout.name=hf`` (the transformers
+rollout server, no vLLM) resolvable in veRL's replica and rollout-class registries, and importing
+``advantage`` registers the ``cuda_agent_grpo`` and ``cuda_agent_rloo`` advantage
 estimators (GRPO and RLOO over the samples that are not infrastructure failures) through veRL's
 ``register_adv_est``.
 
 veRL swallows a failing plugin import at DEBUG level (the loop then silently "is not
 registered"); tests/recipe/test_plugin.py imports veRL in a fresh process to catch that.
-If ``VERL_USE_EXTERNAL_PLUGINS`` is set to a list of names, it must contain ``cuda_agent``.
+If ``VERL_USE_EXTERNAL_PLUGINS`` is set to a list of names, it must contain ``cuda_agent``. Where the
+package is not pip-installed (entry points are not discovered), set
+``VERL_USE_EXTERNAL_MODULES=cuda_agent.recipe.plugin``: ``import verl`` imports it too.
 """
 
 from __future__ import annotations
 
 from cuda_agent.recipe import advantage, agent_loop, single_turn
+from cuda_agent.recipe.hf_rollout import registration
+
+registration.register()
 
 AGENT_LOOP_NAMES = (agent_loop.AGENT_NAME, single_turn.AGENT_NAME)
 """Names under which this plugin registers agent loops in veRL's registry."""
@@ -32,4 +39,7 @@ AGENT_LOOP_NAMES = (agent_loop.AGENT_NAME, single_turn.AGENT_NAME)
 ADVANTAGE_ESTIMATORS = advantage.ESTIMATOR_NAMES
 """Names under which this plugin registers advantage estimators in veRL's registry."""
 
-__all__ = ["ADVANTAGE_ESTIMATORS", "AGENT_LOOP_NAMES"]
+ROLLOUT_NAMES = (registration.ROLLOUT_NAME,)
+"""Names under which this plugin registers rollout backends (``actor_rollout_ref.rollout.name``)."""
+
+__all__ = ["ADVANTAGE_ESTIMATORS", "AGENT_LOOP_NAMES", "ROLLOUT_NAMES"]

