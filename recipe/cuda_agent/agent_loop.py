@@ -168,6 +168,7 @@ class TokenPolicy:
         )
         if output.num_preempted is not None:
             self.num_preempted = (self.num_preempted or 0) + output.num_preempted
+        trajectory.note_generation(output.extra_fields)
         token_ids = output.token_ids[: trajectory.remaining]
         logprobs = output.log_probs[: len(token_ids)] if output.log_probs else None
         previous_logprobs = trajectory.logprobs

@@ -19,6 +19,19 @@ from cuda_agent.recipe.trajectory import TokenTrajectory
 from cuda_agent.reward_fns.info import INFRA_FAILURE_SCORE
 
 
+NOT_GENERATED = -1
+"""The weights version of a trajectory that never reached the model (an infrastructure failure
+before its first turn): veRL's v1 trainer casts every trajectory's version to int."""
+
+
+def weight_step_fields(trajectory: TokenTrajectory) -> dict[str, int | None]:
+    """``min_global_steps`` / ``max_global_steps``: the first and last weights version that generated
+    the trajectory. The v1 trainer tags every output with them in TransferQueue and computes its
+    staleness metrics from them (it fails on a missing one), as veRL's own loops pass them on."""
+    first, last = trajectory.weight_steps or (NOT_GENERATED, NOT_GENERATED)
+    return {"min_global_steps": first, "max_global_steps": last}
+
+
 def build_output(
     trajectory: TokenTrajectory,
     *,
@@ -43,5 +56,6 @@ def build_output(
         reward_score=score,
         num_turns=num_turns,
         metrics=metrics,
-        extra_fields={"reward_extra_info": reward_extra_info, "turn_scores": [], "tool_rewards": []},
+        extra_fields={"reward_extra_info": reward_extra_info, "turn_scores": [], "tool_rewards": [],
+                      **weight_step_fields(trajectory)},
     )

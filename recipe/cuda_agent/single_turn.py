@@ -88,6 +88,7 @@ class CudaAgentSingleTurnLoop(AgentLoopBase):
             output = await self.server_manager.generate(
                 request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=params
             )
+        trajectory.note_generation(output.extra_fields)
         token_ids = output.token_ids[: trajectory.remaining]
         logprobs = output.log_probs[: len(token_ids)] if output.log_probs else None
         merge, mask, merged_logprobs = await self.ct_merge_assistant_token(

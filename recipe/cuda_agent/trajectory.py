@@ -24,6 +24,8 @@ class TokenTrajectory:
     token_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
     logprobs: list[float] | None = None
+    weight_steps: tuple[int | None, int | None] | None = None
+    """(first, last) version of the policy weights that generated it: the server's ``global_steps``."""
 
     def __post_init__(self) -> None:
         if not self.token_ids:
@@ -48,6 +50,12 @@ class TokenTrajectory:
         self.response_mask = list(response_mask)
         if logprobs is not None:
             self.logprobs = list(logprobs)
+
+    def note_generation(self, extra_fields: dict) -> None:
+        """Record which weights produced a turn (veRL's LLMServerClient sets min/max_global_steps)."""
+        first = extra_fields.get("min_global_steps", extra_fields.get("global_steps"))
+        last = extra_fields.get("max_global_steps", extra_fields.get("global_steps"))
+        self.weight_steps = (first if self.weight_steps is None else self.weight_steps[0], last)
 
     @property
     def response_ids(self) -> list[int]:

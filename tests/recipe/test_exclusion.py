@@ -217,3 +217,19 @@ def test_rloo_leave_one_out_means_leave_the_infra_failure_out():
     # veRL's stock RLOO counts the failure's 0 as a group member
     stock = grpo(grpo_batch(scores, uids, infra), estimator="rloo")
     assert not torch.allclose(stock[[0, 1, 3]], without[:3])
+
+
+def test_every_output_carries_the_weights_version_the_v1_trainer_casts_to_int():
+    """veRL's v1 trainer tags each output with extra_fields min/max_global_steps and computes its
+    staleness metrics with ``np.array(..., dtype=int)``: a missing version fails the step (it did,
+    in the first CPU main_ppo run). The first and last generating weights are kept; a trajectory
+    that never reached the model (an infrastructure failure before its first turn) gets -1."""
+    trajectory = TokenTrajectory(prompt_ids=[1, 2], response_limit=WIDTH)
+    for step in (3, 3, 4):  # LLMServerClient sets min = max = the server's global_steps per turn
+        trajectory.note_generation({"global_steps": step, "min_global_steps": step, "max_global_steps": step})
+    trajectory.update([1, 2, 10, 11], [1, 1], None)
+    output = build_output(trajectory, score=1.0, exclude=False, reward_extra_info={}, metrics=AgentLoopMetrics(),
+                          num_turns=2)
+    assert (output.extra_fields["min_global_steps"], output.extra_fields["max_global_steps"]) == (3, 4)
+    never = sample([1, 1], 0.0, True).extra_fields
+    assert np.array([never["min_global_steps"], never["max_global_steps"]], dtype=int).tolist() == [-1, -1]

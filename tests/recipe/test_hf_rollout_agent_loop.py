@@ -25,6 +25,7 @@ import torch
 pytestmark = [pytest.mark.verl, pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
 RESPONSE_LENGTH = 48
+WEIGHTS_STEP = 5
 PROMPT_LENGTH = 6144  # SKILL.md, the tools and the task: ~5k SmolLM2 tokens; SmolLM2's context is 8192
 
 
@@ -72,6 +73,7 @@ def served(cluster, config_for):
     server = start_server(config.actor_rollout_ref.rollout, config.actor_rollout_ref.model, replica_rank=7,
                           name="hf_server_test_smollm2")
     ray.get(server.parameter_names.remote())
+    ray.get(server.set_global_steps.remote(WEIGHTS_STEP))  # as the trainer's weight sync tags it
     router = get_router_handle(servers={server_address(7): server})
     return (lambda cfg: LLMServerClient(cfg, load_balancer_handle=router)), server
 
@@ -128,6 +130,9 @@ async def test_single_turn_under_the_v0_worker(config_for, served, make_batch, r
         assert 0 < len(response) <= RESPONSE_LENGTH
         assert_log_probs_are_the_models(reference_model, prompt, response, mask, log_probs, temperature)
     assert 2 in await server.batch_sizes.remote()  # the two trajectories decoded together
+    # the weights version reaches the trainer (the v1 trainer's metrics cast it to int)
+    assert list(output.non_tensor_batch["min_global_steps"]) == [WEIGHTS_STEP] * 2
+    assert list(output.non_tensor_batch["max_global_steps"]) == [WEIGHTS_STEP] * 2
 
 
 async def test_agentic_under_the_v0_worker_with_tools_evaluator_and_records(
@@ -182,6 +187,7 @@ async def run_v1(tq, config, client, rows, folder) -> tuple[dict, list[str]]:
     data = tq.kv_batch_get(keys=keys, partition_id="train",
                            select_fields=["prompts", "responses", "response_mask", "rollout_log_probs", "rm_scores",
                                           "extra_fields"])
+    assert all(listed[key]["min_global_steps"] == listed[key]["max_global_steps"] == WEIGHTS_STEP for key in keys)
     return data, keys
 
 
