@@ -28,10 +28,15 @@ package is not pip-installed (entry points are not discovered), set
 
 from __future__ import annotations
 
+import os
+
 from cuda_agent.recipe import advantage, agent_loop, single_turn
+from cuda_agent.recipe.cpu_platform import platform as _cpu_platform  # registers "cpu"
 from cuda_agent.recipe.hf_rollout import registration
 
 registration.register()
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+    _cpu_platform.register_cpu_engines()
 
 AGENT_LOOP_NAMES = (agent_loop.AGENT_NAME, single_turn.AGENT_NAME)
 """Names under which this plugin registers agent loops in veRL's registry."""
