@@ -57,6 +57,9 @@
 #           config (random weights) and the offline tokenizer; veRL and its small deps from .whl-train/ (carry it),
 #           Ray replaced by a test-only import shim (benchmarks/training/shims); GPU 0, bounded to 180 s
 #                                                                           -> train.log, train_summary.json
+#   hfengine  issue 42/43: the hf rollout engine (rollout.name=hf) on GPU 0 without veRL: tokens/s at batch 1 and 8
+#           (bf16, SmolLM2-135M shape, random weights) and its log-probs against an fp32 recompute; < 1 min
+#                                                                           -> hf_engine_cuda.json/.log
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
@@ -233,6 +236,13 @@ train_phase() {  # issue 13: one sft_trainer step + value pre-training on GPU 0 
   cp /tmp/train_smoke/summary.json "$OUT/train_summary.json" 2>/dev/null
   stamp "train done"; grep -E '"rc"|"wall_s"|^rc=' "$OUT/train.log" | head -12
 }
+hfengine_phase() {  # issue 42/43: the transformers rollout engine on CUDA (needs only pydantic from .whl/)
+  stamp "hfengine"
+  CUDA_VISIBLE_DEVICES=0 timeout "${HFENGINE_TIMEOUT:-240}" python3 -P benchmarks/training/bench_hf_engine.py \
+    --device cuda --out "$OUT/hf_engine_cuda.json" >"$OUT/hf_engine_cuda.log" 2>&1
+  echo "rc=$?" >>"$OUT/hf_engine_cuda.log"; stamp "hfengine done"; grep -E 'tokens_per_s|max_abs|^rc=' "$OUT/hf_engine_cuda.log" | tail -8
+}
+if has hfengine; then hfengine_phase; fi
 if has train; then train_phase; fi
 if has timeline; then timeline_phase; fi
 if has agentpath; then agentpath_phase; fi
