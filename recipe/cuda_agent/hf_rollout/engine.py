@@ -30,6 +30,11 @@ from cuda_agent.recipe.hf_rollout.sampling import SamplingRequest
 logger = logging.getLogger(__name__)
 
 
+SCORE_CHUNK = 1024
+"""Response positions whose fp32 log-softmax is computed at once in the scoring pass (the model's
+logits of the whole response, in its dtype, are held once: response length x vocabulary)."""
+
+
 class WeightSyncError(RuntimeError):
     """A weight sync that would leave the server with a mix of old and new (or wrong) weights."""
 
@@ -136,10 +141,14 @@ class HFEngine:
         if not response:
             return []
         ids = torch.tensor([prompt + response], dtype=torch.long, device=self.device)
-        logits = self.model(input_ids=ids, logits_to_keep=len(response) + 1).logits[0, :-1].float()
-        log_probs = torch.log_softmax(logits / temperature, dim=-1)
+        logits = self.model(input_ids=ids, logits_to_keep=len(response) + 1).logits[0, :-1]
         targets = torch.tensor(response, dtype=torch.long, device=self.device)
-        return log_probs.gather(-1, targets[:, None]).squeeze(-1).tolist()
+        scored: list[float] = []
+        for start in range(0, len(response), SCORE_CHUNK):  # fp32 copies of a chunk of rows at a time
+            rows = slice(start, start + SCORE_CHUNK)
+            log_probs = torch.log_softmax(logits[rows].float() / temperature, dim=-1)
+            scored += log_probs.gather(-1, targets[rows, None]).squeeze(-1).tolist()
+        return scored
 
     def _select(self, logits: torch.Tensor, rule: SamplingRequest) -> torch.Tensor:
         """The next token of every row."""
