@@ -14,14 +14,13 @@ started on random weights, as the trainer does at start-up and after every step.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 
 import numpy as np
 import pytest
 import torch
-from ray_cluster import ray_with_transfer_queue
+from ray_cluster import drive_v1_worker, ray_with_transfer_queue
 
 pytestmark = [pytest.mark.verl, pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -162,21 +161,9 @@ async def run_v1(tq, config, client, rows, folder) -> tuple[dict, list[str]]:
     from test_v1_worker import v1_batch
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 
-    from cuda_agent.reward_fns.evaluation import aclose_embedded
-
     worker = AgentLoopWorkerTQ.__ray_metadata__.modified_class(config, llm_client=client)
-    batch = v1_batch(rows, config, worker.tokenizer, folder)
-    uids = list(batch["uid"])
-    tq.kv_batch_put(keys=uids, partition_id="train",
-                    tags=[{"is_prompt": True, "status": "pending", "global_steps": 1} for _ in uids])
-    try:
-        await worker.generate_sequences(batch)
-        await asyncio.wait_for(asyncio.gather(*list(worker.background_tasks)), timeout=600)
-    finally:
-        await aclose_embedded()
-    listed = tq.kv_list("train")["train"]
+    uids, listed, keys = await drive_v1_worker(tq, worker, v1_batch(rows, config, worker.tokenizer, folder))
     assert all(listed[uid]["status"] == "finished" for uid in uids)
-    keys = [key for key in listed if key not in uids and key.rsplit("_", 2)[0] in uids]
     data = tq.kv_batch_get(keys=keys, partition_id="train",
                            select_fields=["prompts", "responses", "response_mask", "rollout_log_probs", "rm_scores",
                                           "extra_fields"])

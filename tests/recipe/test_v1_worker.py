@@ -12,14 +12,13 @@ v0 tests), the batch as the v1 trainer builds it (RLHFDataset rows, ``uid``, ``g
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import numpy as np
 import pytest
 import torch
 
-from ray_cluster import ray_with_transfer_queue
+from ray_cluster import drive_v1_worker, ray_with_transfer_queue
 from scripted_server import Script, ScriptedServer
 
 pytestmark = [pytest.mark.verl, pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -52,25 +51,11 @@ async def run_v1(tq, config, server_scripts, rows, folder):
     """Run the v1 worker on rows; (per-sample fields read back from TransferQueue, keys, prompt statuses)."""
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 
-    from cuda_agent.reward_fns.evaluation import aclose_embedded
-
     assert config.trainer.use_v1 is True
     worker = AgentLoopWorkerTQ.__ray_metadata__.modified_class(config, llm_client=None)
     worker.llm_client = ScriptedServer(worker.tokenizer, {k: Script(v) for k, v in server_scripts.items()})
-    batch = v1_batch(rows, config, worker.tokenizer, folder)
-    uids = list(batch["uid"])
-    tq.kv_batch_put(keys=uids, partition_id="train", tags=[{"is_prompt": True, "status": "pending",
-                                                           "global_steps": 1} for _ in uids])
-    try:
-        await worker.generate_sequences(batch)
-        await asyncio.wait_for(asyncio.gather(*list(worker.background_tasks)), timeout=600)
-    finally:
-        await aclose_embedded()
-    listed = tq.kv_list("train")["train"]
+    uids, listed, keys = await drive_v1_worker(tq, worker, v1_batch(rows, config, worker.tokenizer, folder))
     statuses = {uid: listed[uid]["status"] for uid in uids}
-    # outputs are keyed {uid}_{session}_{index}; the partition also holds earlier tests' keys
-    outputs = [key for key in listed if key not in uids and key.rsplit("_", 2)[0] in uids]
-    keys = sorted(outputs, key=lambda key: uids.index(key.rsplit("_", 2)[0]))
     tensors = ["response_mask", "loss_mask", "rm_scores"]
     data = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=[*tensors, "extra_fields"])
     padded = data.select(*tensors).to_padded_tensor()  # as the v1 trainer's _compute_advantage reads them

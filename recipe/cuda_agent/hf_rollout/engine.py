@@ -64,7 +64,6 @@ class HFEngine:
         self.dtype = next(model.parameters()).dtype
         self.eos_token_ids = frozenset(eos_token_ids)
         self.pad_token_id = pad_token_id
-        self.seed = seed
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
         self._home = self.device  # where the weights live while awake
         self.asleep = False

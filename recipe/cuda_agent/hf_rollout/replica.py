@@ -21,9 +21,10 @@ from cuda_agent.recipe.hf_rollout.server import HFServer
 SERVER_NAME_PREFIX = "hf_"
 
 
-def server_name(replica_rank: int, node_rank: int = 0, suffix: str = "") -> str:
-    """The Ray actor name of a replica's server; the worker-side adapter finds it by this name."""
-    return f"{SERVER_NAME_PREFIX}server_{replica_rank}_{node_rank}{suffix}"
+def server_name(replica_rank: int, kind: str = "", suffix: str = "") -> str:
+    """The Ray actor name of a replica's server (``kind``: "reward_" or "teacher_" for those replicas);
+    the worker-side adapter finds the policy's by this name."""
+    return f"{SERVER_NAME_PREFIX}server_{kind}{replica_rank}_0{suffix}"
 
 
 def server_address(replica_rank: int) -> str:
@@ -66,12 +67,11 @@ class HFReplica(RolloutReplica):
             return context.get_node_id(), (str(accelerators[0]) if accelerators else None)
 
         node_id, device = await self.workers[0].__ray_call__.remote(locate)
-        suffix = self.name_suffix
         kind = "reward_" if self.is_reward_model else "teacher_" if self.is_teacher_model else ""
         server = start_server(
             self.config, self.model_config, replica_rank=self.replica_rank, node_id=node_id,
             cuda_visible_devices=device, max_concurrency=self.max_concurrency,
-            name=f"{SERVER_NAME_PREFIX}server_{kind}{self.replica_rank}_0{suffix}",
+            name=server_name(self.replica_rank, kind, self.name_suffix),
         )
         await server.parameter_names.remote()  # the model is built: fail here, not at the first generate
         self.servers = [server]

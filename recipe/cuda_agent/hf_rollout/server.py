@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
-from cuda_agent.recipe.hf_rollout.engine import HFEngine, build_engine
+from cuda_agent.recipe.hf_rollout.engine import build_engine
 from cuda_agent.recipe.hf_rollout.sampling import SamplingRequest, resolve
 
 logger = logging.getLogger(__name__)
@@ -50,10 +50,8 @@ class HFServer:
         config: Any,
         model_config: Any,
         replica_rank: int = 0,
-        node_rank: int = 0,
         cuda_visible_devices: str | None = None,
         device: str | None = None,
-        engine: HFEngine | None = None,
     ):
         from verl.utils.config import omega_conf_to_dataclass
         from verl.workers.config import HFModelConfig
@@ -62,14 +60,14 @@ class HFServer:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
         self.config = omega_conf_to_dataclass(config)
         self.model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
-        self.replica_rank, self.node_rank = replica_rank, node_rank
+        self.replica_rank = replica_rank
         if self.config.tensor_model_parallel_size != 1:
             raise ValueError(
                 f"rollout.name=hf serves with tensor_model_parallel_size=1 only "
                 f"(got {self.config.tensor_model_parallel_size}); every GPU is its own replica"
             )
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.engine = engine or build_engine(
+        self.engine = build_engine(
             self.model_config, dtype=self.config.dtype, load_format=self.config.load_format,
             device=device, seed=self.config.seed + replica_rank,
         )
