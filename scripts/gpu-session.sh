@@ -60,11 +60,14 @@
 #   hfengine  issue 42/43: the hf rollout engine (rollout.name=hf) on GPU 0 without veRL: tokens/s at batch 1 and 8
 #           (bf16, SmolLM2-135M shape, random weights) and its log-probs against an fp32 recompute; < 1 min
 #                                                                           -> hf_engine_cuda.json/.log
-#   ppo    issue 43 (first probe): veRL, TransferQueue and a stripped Ray from .whl-ppo/ (bash scripts/build_ppo_carry.sh;
-#           carry it), a Ray GPU actor, then one main_ppo step of stage 1 on GPU 0 (run_single_turn_ppo.sh, rollout.name=hf,
-#           critic-free cuda_agent_grpo: veRL 0.9.1 loads critics with flash-attn only) on a SmolLM2-135M-shaped Llama
-#           with random weights and the offline tokenizer, two example rows scored on the CPU evaluator; <= PPO_TIMEOUT (420) s
-#                                                                           -> ppo.log, ppo_summary.json
+#   ppo    issue 43: stage 1 and stage 4 of the recipe, PPO_STEPS (2) main_ppo steps each, on GPU 0
+#           (benchmarks/training/ppo_one_gpu.sh: rollout.name=hf, FSDP actor and critic, the pool served on the same GPU)
+#           with SmolLM2-135M-Instruct's real weights. Needs what bash scripts/build_ppo_carry.sh builds: .whl-ppo/
+#           (veRL, TransferQueue, their small deps, Ray 2.60.0 cp312 stripped) and .smollm2-gguf/part-{a,b,c}, carried
+#           over three warm calls (64 MiB a call): [.whl, .whl-ppo, .smollm2-gguf/part-a] with PPO_STAGES="", then
+#           [.smollm2-gguf/part-b] with PPO_STAGES="", then [.smollm2-gguf/part-c] with PPO_STAGES=1, then PPO_STAGES=4.
+#           Each part and the install stay on the warm machine. Proves a Ray GPU actor first.
+#                                                   -> ppo.log, ppo_stages<N>.tgz (ppo/: stage{1,4}.log, ppo_summary.{json,txt}, pool*)
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
@@ -247,53 +250,51 @@ hfengine_phase() {  # issue 42/43: the transformers rollout engine on CUDA (need
     --device cuda --out "$OUT/hf_engine_cuda.json" >"$OUT/hf_engine_cuda.log" 2>&1
   echo "rc=$?" >>"$OUT/hf_engine_cuda.log"; stamp "hfengine done"; grep -E 'tokens_per_s|max_abs|^rc=' "$OUT/hf_engine_cuda.log" | tail -8
 }
-ppo_phase() {  # issue 43: a first main_ppo step on the GPU node
-  stamp "ppo: install"
-  local site=/tmp/cuda_agent_ppo_site work=/tmp/cuda_agent_ppo
-  rm -rf "$site" "$work"; mkdir -p "$site" "$work"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl-ppo/*.whl >"$OUT/ppo.log" 2>&1
-  tar -xJf .whl-ppo/ray-2.60.0-cp312-stripped.tar.xz -C "$site"
-  export PYTHONPATH="$site:$PYTHONPATH" VERL_USE_EXTERNAL_MODULES=cuda_agent.recipe.plugin RAY_ENABLE_UV_RUN_RUNTIME_ENV=0
-  stamp "ppo: ray check"
-  timeout 120 python3 -P -c "
-import ray, torch
+ppo_phase() {  # issue 43: stage 1 and stage 4, PPO_STEPS steps each, on GPU 0 (benchmarks/training/ppo_one_gpu.sh)
+  local site=/tmp/cuda_agent_ppo_site work=/tmp/cuda_agent_ppo parts=/tmp/cuda_agent_smollm2_parts
+  mkdir -p "$work" "$parts"; : >"$OUT/ppo.log"
+  if [ ! -f "$site/.installed" ] && ls .whl-ppo/*.whl >/dev/null 2>&1; then
+    stamp "ppo: install .whl-ppo"
+    rm -rf "$site"; mkdir -p "$site"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl-ppo/*.whl >>"$OUT/ppo.log" 2>&1 &&
+      tar -xJf .whl-ppo/ray-2.60.0-cp312-stripped.tar.xz -C "$site" && touch "$site/.installed"
+  fi
+  [ -f "$site/.installed" ] || { echo "ppo: no .whl-ppo installed: carry .whl-ppo (bash scripts/build_ppo_carry.sh)"; return; }
+  export PYTHONPATH="$site:$PYTHONPATH"
+  # SmolLM2's GGUF arrives in parts over warm calls (64 MiB a call): keep each, join when all are here
+  cp .smollm2-gguf/part-* .smollm2-gguf/SHA256SUMS "$parts/" 2>/dev/null
+  stamp "ppo: GGUF parts here: $(ls "$parts" | tr '\n' ' ')"
+  if [ ! -f "$work/model/config.json" ] && [ -f "$parts/part-a" ] && [ -f "$parts/part-b" ] && [ -f "$parts/part-c" ]; then
+    cat "$parts"/part-a "$parts"/part-b "$parts"/part-c >"$work/SmolLM2-135M-Instruct.Q4_1.gguf"
+    (cd "$work" && sha256sum -c "$parts/SHA256SUMS") >>"$OUT/ppo.log" 2>&1 || { echo "ppo: GGUF checksum mismatch"; return; }
+    python3 -P -c "
+import sys; sys.path.insert(0, 'tests/recipe')
+from pathlib import Path
+from smollm2 import write_smollm2_folder
+write_smollm2_folder(Path('$work/model'), Path('$work/SmolLM2-135M-Instruct.Q4_1.gguf'))" >>"$OUT/ppo.log" 2>&1 ||
+      { echo "ppo: model folder failed"; tail -20 "$OUT/ppo.log"; return; }
+  fi
+  if [ ! -f "$work/ray_checked" ]; then
+    stamp "ppo: ray check"
+    timeout 120 python3 -P -c "
+import ray
 ray.init(num_gpus=1, include_dashboard=False, object_store_memory=2 << 30)
 @ray.remote(num_gpus=1)
 def probe():
     import os, torch
     return os.environ.get('CUDA_VISIBLE_DEVICES'), float((torch.ones(64, 64, device='cuda') @ torch.ones(64, 64, device='cuda')).sum())
-print('ray gpu actor:', ray.get(probe.remote())); ray.shutdown()" >>"$OUT/ppo.log" 2>&1 || { echo "ray check failed" >>"$OUT/ppo.log"; tail -30 "$OUT/ppo.log"; return; }
-  python3 -P -c "
-import sys; sys.path[:0] = ['benchmarks/training', 'tests/recipe']
-from pathlib import Path
-import pandas as pd
-from train_smoke import build_model
-build_model(Path('$work/model'), tiny=False)
-rows = pd.read_parquet('examples/data/single_turn.parquet'); pd.concat([rows, rows]).to_parquet('$work/train.parquet')
-" >>"$OUT/ppo.log" 2>&1
-  stamp "ppo: main_ppo step"
-  MODEL_PATH=$work/model TRAIN_FILES=$work/train.parquet GPUS_PER_NODE=1 CUDA_VISIBLE_DEVICES=0 \
-  timeout "${PPO_TIMEOUT:-420}" bash recipe/cuda_agent/run_single_turn_ppo.sh \
-    actor_rollout_ref.rollout.name=hf actor_rollout_ref.rollout.tensor_model_parallel_size=1 \
-    actor_rollout_ref.rollout.calculate_log_probs=true trainer.total_training_steps=1 trainer.total_epochs=1 \
-    trainer.val_before_train=false trainer.test_freq=-1 trainer.save_freq=-1 trainer.resume_mode=disable \
-    'trainer.logger=[console]' trainer.default_local_dir=$work/ckpt \
-    data.train_batch_size=2 data.max_prompt_length=2048 data.max_response_length=64 data.dataloader_num_workers=0 \
-    actor_rollout_ref.rollout.max_model_len=2112 actor_rollout_ref.actor.ppo_mini_batch_size=2 \
-    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=4224 critic.ppo_max_token_len_per_gpu=4224 \
-    actor_rollout_ref.model.use_remove_padding=false critic.model.use_remove_padding=false \
-    +actor_rollout_ref.model.override_config.attn_implementation=sdpa \
-    +critic.model.override_config.attn_implementation=sdpa \
-    actor_rollout_ref.rollout.agent.num_workers=1 transfer_queue.backend.SimpleStorage.num_data_storage_units=1 \
-    ray_kwargs.ray_init.num_cpus=16 +ray_kwargs.ray_init.include_dashboard=false \
-    algorithm.adv_estimator=cuda_agent_grpo actor_rollout_ref.rollout.n=2 actor_rollout_ref.actor.entropy_coeff=0.01 \
-    >>"$OUT/ppo.log" 2>&1
-  echo "rc=$?" >>"$OUT/ppo.log"
-  python3 -P -c "
-import json; from cuda_agent.recipe.ppo_log import step_metrics, weight_syncs
-log = open('$OUT/ppo.log').read()
-json.dump({'steps': step_metrics(log), 'weight_syncs': weight_syncs(log)}, open('$OUT/ppo_summary.json', 'w'), indent=2)"
-  stamp "ppo done"; grep -E 'ray gpu actor|LLMServerManager|hf update_weights|^rc=|Error' "$OUT/ppo.log" | head -20
+print('ray gpu actor:', ray.get(probe.remote())); ray.shutdown()" >>"$OUT/ppo.log" 2>&1 && touch "$work/ray_checked" ||
+      { echo "ray check failed"; tail -30 "$OUT/ppo.log"; return; }
+    grep 'ray gpu actor' "$OUT/ppo.log"
+  fi
+  [ -n "${PPO_STAGES-1 4}" ] || { stamp "ppo: staged only"; return; }
+  [ -f "$work/model/config.json" ] || { echo "ppo: no model yet (GGUF parts missing)"; return; }
+  stamp "ppo: stages ${PPO_STAGES-1 4}"
+  MODEL_PATH="$work/model" OUT="$OUT/ppo" STAGES="${PPO_STAGES-1 4}" STEPS="${PPO_STEPS:-2}" \
+    bash benchmarks/training/ppo_one_gpu.sh 2>&1 | tee -a "$OUT/ppo.log" | grep -E '^\[ppo_one_gpu|ok |FAIL|rc='
+  # at most 8 files come back from $OUT: the stage folder as one archive
+  tar -czf "$OUT/ppo_stages${PPO_STAGES// /}.tgz" -C "$OUT" ppo && rm -rf "$OUT/ppo"
+  stamp "ppo done"
 }
 if has hfengine; then hfengine_phase; fi
 if has ppo; then ppo_phase; fi

@@ -17,7 +17,8 @@ Importing the loop modules registers them through veRL's own ``@register`` decor
 rollout server, no vLLM) resolvable in veRL's replica and rollout-class registries, and importing
 ``advantage`` registers the ``cuda_agent_grpo`` and ``cuda_agent_rloo`` advantage
 estimators (GRPO and RLOO over the samples that are not infrastructure failures) through veRL's
-``register_adv_est``.
+``register_adv_est``. ``critic_attention.install()`` lets critics load with the attention their config
+names (veRL 0.9.1 hardcodes flash-attn there; see that module).
 
 veRL swallows a failing plugin import at DEBUG level (the loop then silently "is not
 registered"); tests/recipe/test_plugin.py imports veRL in a fresh process to catch that.
@@ -30,11 +31,12 @@ from __future__ import annotations
 
 import os
 
-from cuda_agent.recipe import advantage, agent_loop, single_turn
+from cuda_agent.recipe import advantage, agent_loop, critic_attention, single_turn
 from cuda_agent.recipe.cpu_platform import platform as _cpu_platform  # registers "cpu"
 from cuda_agent.recipe.hf_rollout import registration
 
 registration.register()
+critic_attention.install()
 if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
     _cpu_platform.register_cpu_engines()
 

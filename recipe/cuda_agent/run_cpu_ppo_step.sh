@@ -4,9 +4,9 @@
 #   MODEL_PATH=/models/SmolLM2-135M-Instruct TRAIN_FILES=train.parquet bash recipe/cuda_agent/run_cpu_ppo_step.sh [overrides...]
 #
 # Runs run_single_turn_ppo.sh (veRL's main_ppo, unmodified) with rollout.name=hf (the transformers
-# rollout server), VERL_PLATFORM=cpu (our gloo platform), an FSDP2 actor, the embedded CPU evaluator
-# and a critic-free estimator (veRL 0.9.1 loads critics with flash-attn only). Needs >= 2 rows in
-# TRAIN_FILES and ~12 GB of memory for a 135M model. Extra arguments are Hydra overrides (they win).
+# rollout server), VERL_PLATFORM=cpu (our gloo platform), FSDP2 actor and critic (stage 1's GAE; the critic
+# loads with sdpa through recipe/cuda_agent/critic_attention.py), the embedded CPU evaluator. Needs >= 2 rows
+# in TRAIN_FILES and ~13 GB of memory for a 135M model. Extra arguments are Hydra overrides (they win).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 : "${MODEL_PATH:?set MODEL_PATH to a small Hugging Face causal LM folder}"
@@ -31,5 +31,4 @@ exec bash "$REPO/recipe/cuda_agent/run_single_turn_ppo.sh" \
   +critic.model.override_config.attn_implementation=sdpa \
   actor_rollout_ref.rollout.agent.num_workers=1 transfer_queue.backend.SimpleStorage.num_data_storage_units=1 \
   ray_kwargs.ray_init.num_cpus=12 +ray_kwargs.ray_init.num_gpus=1 +ray_kwargs.ray_init.include_dashboard=false \
-  algorithm.adv_estimator=cuda_agent_grpo actor_rollout_ref.rollout.n=2 \
   "$@"

@@ -4,10 +4,10 @@
 the CPU overrides of docs/training.md, "A PPO step on CPU"): veRL 0.9.1 unmodified (its v1 trainer, FSDP2 actor over gloo
 through our ``VERL_PLATFORM=cpu`` platform, TransferQueue, real Ray), ``rollout.name=hf`` serving
 SmolLM2-135M-Instruct's real weights, the ``cuda_agent_single_turn`` loop scoring each answer with
-the embedded CPU evaluator. Critic-free (``cuda_agent_grpo``, two samples a prompt): veRL 0.9.1 loads
-critics with flash-attn only (docs/training.md). The answers are prose, so every reward is -1 and
-the policy-gradient term is zero; a small entropy bonus gives the actor a gradient, so the step's
-update and the weight sync after it are seen to move the served weights.
+the embedded CPU evaluator, and stage 1's own estimator: GAE with an FSDP2 critic (loaded with sdpa
+through ``critic_attention``; veRL 0.9.1 alone asks for flash-attn). The answers are prose, so every
+reward is -1; the critic's values make the advantages non-zero, so the actor gets a gradient, and the
+step's update and the weight sync after it are seen to move the served weights.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ def ppo_run(smollm2_dir, tmp_path_factory):
     env = {**os.environ, "MODEL_PATH": str(smollm2_dir), "TRAIN_FILES": str(folder / "train.parquet"),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     completed = subprocess.run(
-        ["bash", str(REPO / "recipe" / "cuda_agent" / "run_cpu_ppo_step.sh"), "actor_rollout_ref.actor.entropy_coeff=0.01",
-         f"trainer.default_local_dir={folder / 'ckpt'}"],
+        ["bash", str(REPO / "recipe" / "cuda_agent" / "run_cpu_ppo_step.sh"), f"trainer.default_local_dir={folder / 'ckpt'}"],
         capture_output=True, text=True, timeout=1100, env=env, cwd=folder,
     )
     log = completed.stdout + completed.stderr
@@ -49,9 +48,11 @@ def ppo_run(smollm2_dir, tmp_path_factory):
 def test_the_step_generates_scores_updates_and_syncs(ppo_run):
     metrics = step_metrics(ppo_run)[1]
     for key in ("actor/pg_loss", "actor/entropy", "critic/score/mean", "timing_s/gen", "timing_s/update_actor",
-                "timing_s/update_weights", "response_length/mean", "perf/throughput"):
+                "timing_s/update_weights", "response_length/mean", "perf/throughput", "critic/vf_loss",
+                "critic/values/mean", "timing_s/update_critic"):
         assert math.isfinite(metrics[key]), key
-    assert metrics["actor/grad_norm"] > 0  # the entropy bonus: a real backward pass and optimizer step
+    assert metrics["actor/grad_norm"] > 0  # GAE's advantages: a real backward pass and optimizer step
+    assert metrics["critic/grad_norm"] > 0  # the critic trains too
     assert 0 < metrics["response_length/mean"] <= 32
     assert metrics["critic/score/mean"] == -1.0  # prose answers, scored by the evaluator's static check
     assert "LLMServerManager: ['" in ppo_run and ":hf-0']" in ppo_run
