@@ -77,7 +77,9 @@ def run(
     elif not solutions.is_dir():
         raise ConfigError(f"--solutions {solutions} is not a folder; it holds <task_id>/model_new.py + kernels/")
     if endpoint is not None:
-        asyncio.run(check_endpoint(endpoint))  # before anything heavy loads: a wrong URL or model fails fast
+        # before anything heavy loads: a wrong URL or model fails fast; a broken model list is only a warning
+        for warning in asyncio.run(check_endpoint(endpoint)):
+            typer.echo(f"warning: {warning}", err=True)
     from cuda_agent.evaluation.runner import RunConfig, Runner
     from cuda_agent.recipe.loop_config import CudaAgentLoopConfig, LoopLimits, SandboxSpec
     from cuda_agent.reward_fns.options import RewardOptions
@@ -95,7 +97,7 @@ def run(
     )
     if config.mode == "solutions" and samples != 1:
         raise ConfigError("--samples applies to model runs; re-scoring solutions has one sample per task")
-    runner = Runner(config, endpoint)
+    runner = Runner(config, endpoint, preflight=False)  # checked above
     summary = asyncio.run(_run_with_progress(runner, tasks))
     line = (f"{summary.done} run, {summary.skipped} already finished; pass {summary.passed}, faster than compile "
             f"{summary.faster_than_compile}, excluded (endpoint/infra) {summary.excluded}; results: {out}")

@@ -76,8 +76,11 @@ class ChatClient:
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
 
-    async def check(self) -> None:
-        """Fail fast, with a one-line ConfigError, on an unreachable endpoint or a model it does not serve."""
+    async def check(self) -> list[str]:
+        """Fail fast, with a one-line ConfigError, on an unreachable or unauthorized endpoint or a model it does
+        not serve; return warnings. A model list that fails (an error status, or not the OpenAI shape: some
+        servers' list is broken, some have none) is a warning, and the endpoint is then checked with the smallest
+        real request, a one-token chat completion."""
         import httpx
 
         url = f"{self.config.url}/models"
@@ -86,25 +89,44 @@ class ChatClient:
         except httpx.HTTPError as exc:
             raise ConfigError(f"--base-url {self.config.base_url}: endpoint unreachable ({type(exc).__name__}: "
                               f"{exc}); start the server or fix the URL (it ends in /v1)") from None
-        if response.status_code in (401, 403):
-            raise ConfigError(f"--base-url {self.config.base_url}: HTTP {response.status_code} (unauthorized); put "
-                              f"the API key in ${self.config.api_key_env} or name its variable with --api-key-env")
-        if response.status_code == 404:
-            return  # some hosted APIs have no model list; a wrong name then fails on the first request
-        if response.status_code != 200:
-            raise ConfigError(f"--base-url {self.config.base_url}: GET /models answered HTTP {response.status_code}")
+        self._refuse_unauthorized(response.status_code)
+        served = _served_models(response)
+        if served:
+            if self.config.model not in served:
+                raise ConfigError(f"--model {self.config.model!r} is not served at {self.config.base_url}; "
+                                  f"served: {', '.join(served[:10])}")
+            return []
+        what = f"HTTP {response.status_code}" if response.status_code != 200 else "no model list in OpenAI's shape"
+        warning = (f"GET {url} answered {what}; checked {self.config.model!r} with a one-token chat completion "
+                   f"instead")
+        await self._probe()
+        return [warning]
+
+    async def _probe(self) -> None:
+        """The smallest real request: one token of a chat completion; a ConfigError names why it failed."""
+        body = {"model": self.config.model, "messages": [{"role": "user", "content": "Say OK."}],
+                "max_tokens": 1, "stream": False}
+        url = f"{self.config.url}/chat/completions"
         try:
-            served = [str(item.get("id")) for item in response.json().get("data", [])]
-        except (ValueError, AttributeError):
-            return
-        if served and self.config.model not in served:
-            raise ConfigError(f"--model {self.config.model!r} is not served at {self.config.base_url}; "
-                              f"served: {', '.join(served[:10])}")
+            response, _ = await self._post(url, body)
+        except EndpointError as exc:
+            raise ConfigError(f"--base-url {self.config.base_url}: a one-token chat completion failed: {exc}") from None
+        self._refuse_unauthorized(response.status_code)
+        if response.status_code != 200:
+            raise ConfigError(f"--model {self.config.model!r} at {self.config.base_url}: a one-token chat completion "
+                              f"answered HTTP {response.status_code}: {' '.join(response.text[:200].split())}")
+        try:
+            _parse(response, url, 0)
+        except EndpointError as exc:
+            raise ConfigError(f"--base-url {self.config.base_url}: {exc}") from None
+
+    def _refuse_unauthorized(self, status: int) -> None:
+        if status in (401, 403):
+            raise ConfigError(f"--base-url {self.config.base_url}: HTTP {status} (unauthorized); put "
+                              f"the API key in ${self.config.api_key_env} or name its variable with --api-key-env")
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Completion:
         """One chat completion (retried on transient failures)."""
-        import httpx
-
         body: dict[str, Any] = {"model": self.config.model, "messages": messages, "stream": False}
         if tools:
             body["tools"] = tools
@@ -114,12 +136,22 @@ class ChatClient:
         if self.config.max_tokens is not None:
             body["max_tokens"] = self.config.max_tokens
         url = f"{self.config.url}/chat/completions"
+        response, retries = await self._post(url, body)
+        if response.status_code != 200:
+            raise EndpointError(f"{url}: HTTP {response.status_code}: {' '.join(response.text[:300].split())}")
+        return _parse(response, url, retries)
+
+    async def _post(self, url: str, body: dict[str, Any]) -> tuple[Any, int]:
+        """POST `body`, retrying transient failures: the first response that is not one, and the retries it
+        took; EndpointError when they never stop."""
+        import httpx
+
         attempt = 0
         while True:
             try:
                 response = await self._http.post(url, json=body)
                 if not _transient(response.status_code):
-                    break
+                    return response, attempt
                 reason = f"HTTP {response.status_code}: {response.text[:200]}"
             except httpx.TimeoutException as exc:
                 reason = f"timed out after {self.config.timeout_s:g} s ({type(exc).__name__})"
@@ -131,9 +163,17 @@ class ChatClient:
             attempt += 1
             self.retried += 1
             await asyncio.sleep(delay)
-        if response.status_code != 200:
-            raise EndpointError(f"{url}: HTTP {response.status_code}: {' '.join(response.text[:300].split())}")
-        return _parse(response, url, attempt)
+
+
+def _served_models(response: Any) -> list[str]:
+    """The model ids of a ``GET /models`` answer in OpenAI's shape; [] for anything else."""
+    if response.status_code != 200:
+        return []
+    try:
+        data = response.json().get("data")
+        return [str(item["id"]) for item in data] if isinstance(data, list) else []
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return []
 
 
 def _parse(response: Any, url: str, retries: int) -> Completion:
@@ -149,8 +189,8 @@ def _parse(response: Any, url: str, retries: int) -> Completion:
                       retries=retries)
 
 
-async def check_endpoint(config: EndpointConfig) -> None:
-    """``ChatClient.check`` on a client of its own (the CLI's preflight)."""
+async def check_endpoint(config: EndpointConfig) -> list[str]:
+    """``ChatClient.check`` on a client of its own (the CLI's preflight): its warnings."""
     async with ChatClient(config) as client:
-        await client.check()
+        return await client.check()
 

@@ -76,11 +76,14 @@ ProgressHook = Callable[[RunResult], None]
 class Runner:
     """Runs (task, sample) pairs with bounded concurrency, appending results as they finish."""
 
-    def __init__(self, config: RunConfig, endpoint: EndpointConfig | None):
+    def __init__(self, config: RunConfig, endpoint: EndpointConfig | None, *, preflight: bool = True):
+        """`preflight`: check the endpoint before the first task (``ChatClient.check``); False where the caller
+        already did (the CLI checks before anything heavy loads)."""
         if config.mode != "solutions" and endpoint is None:
             raise ValueError("an endpoint is needed unless re-scoring solutions")
         self.config = config
         self.endpoint = endpoint
+        self.preflight = preflight
         self.results = ResultsFile(config.results)
         self.writer = RecordWriter(config.records, shard_prefix="run") if config.records else None
         self.client: ChatClient | None = None
@@ -119,7 +122,9 @@ class Runner:
             await asyncio.to_thread(_preload)
             if self.endpoint is not None:
                 self.client = ChatClient(self.endpoint)
-                await self.client.check()
+                if self.preflight:
+                    for warning in await self.client.check():
+                        logger.warning("%s", warning)
             await asyncio.gather(*(one(task, sample) for task, sample in pending))
         finally:
             if self.client is not None:

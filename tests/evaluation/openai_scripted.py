@@ -6,7 +6,8 @@ script whose key is the task id named in the request's messages ("Task id: <key>
 script "default"; the turn is the number of assistant messages already in the request, so the
 server is stateless and a resumed run replays the same answers. A reply is a dict: ``content``,
 ``tool_calls`` ([name, arguments-as-text-or-dict]), or ``status`` (an HTTP error code) or
-``sleep`` (seconds before answering: an endpoint that times out).
+``sleep`` (seconds before answering: an endpoint that times out). ``models_answer`` replaces the
+model list's answer, ``(status, payload)``, as servers with a broken or missing list give.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ def call(name: str, arguments: Any) -> tuple[str, Any]:
 class ScriptedOpenAI:
     """Start with ``with ScriptedOpenAI(scripts, model="m") as server: server.base_url``."""
 
-    def __init__(self, scripts: dict[str, list[dict[str, Any]]], model: str = "scripted-model"):
+    def __init__(self, scripts: dict[str, list[dict[str, Any]]], model: str = "scripted-model",
+                 models_answer: tuple[int, Any] | None = None):
         self.scripts = scripts
         self.model = model
+        self.models_answer = models_answer
         self.requests: Counter[str] = Counter()
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -96,7 +99,7 @@ class ScriptedOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
+            def _send(self, status: int, payload: Any) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -108,7 +111,9 @@ class ScriptedOpenAI:
                     pass
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/v1/models" and server.models_answer is not None:
+                    self._send(*server.models_answer)
+                elif self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
