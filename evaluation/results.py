@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cuda_agent.errors import ConfigError
 
@@ -23,6 +23,13 @@ INFRA_ERROR = "infra_error"
 """Status of a sample the sandbox or the evaluator failed on (EvalStatus.INFRA_ERROR's value)."""
 EXCLUDED_STATUSES = frozenset({ENDPOINT_ERROR, INFRA_ERROR})
 """Statuses that are nobody's outcome: retried on resume, left out of metrics."""
+PASS_STATUS = "ok"
+"""The one status of a pass (EvalStatus.OK's value): compiled, correct and clean."""
+FAILURE_STATUSES = frozenset({"static_check_failed", "compile_error", "load_error", "incorrect", "violation",
+                              "timeout", "crash"})
+"""The evaluator's verdicts that are the candidate's failure (EvalStatus values besides ok and infra_error)."""
+NULL_MEANS_DEFAULT = ("error", "created", "turns", "wall_s")
+"""Fields where a JSON null (other writers' "none") means the default: no metric reads them."""
 
 
 class RunResult(BaseModel):
@@ -54,6 +61,27 @@ class RunResult(BaseModel):
         None, description="The evaluator's verdicts and timing receipt (stages, receipt, timings) for drill-down."
     )
     created: str = Field("", description="When the sample finished, ISO-8601 UTC.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_from_status(cls, data: Any) -> Any:
+        """A line without ``correct`` gets it from its status (a pass is status ``ok``; every other known status
+        is not); a line whose ``correct`` contradicts its status, or without ``correct`` and with a status this
+        reader does not know, is refused by name. Never a silent default that changes a metric."""
+        if not isinstance(data, dict):
+            return data
+        data = {**data, **{key: cls.model_fields[key].default for key in NULL_MEANS_DEFAULT if
+                           key in data and data[key] is None}}
+        status = data.get("status")
+        known = status == PASS_STATUS or status in FAILURE_STATUSES or status in EXCLUDED_STATUSES
+        if data.get("correct") is None:
+            if not known:
+                raise ValueError(f"no 'correct' and status {status!r} is not one this reader knows "
+                                 f"(ok, {', '.join(sorted(FAILURE_STATUSES | EXCLUDED_STATUSES))})")
+            data["correct"] = status == PASS_STATUS
+        elif data["correct"] is True and status != PASS_STATUS:
+            raise ValueError(f"'correct' is true but status is {status!r}: a pass has status 'ok'")
+        return data
 
     @property
     def key(self) -> tuple[str, int]:

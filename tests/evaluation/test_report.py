@@ -158,3 +158,33 @@ def test_html_page_drill_down_opens_in_a_browser(tmp_path):
     assert "COMPILE-OBSERVATION-OK" in drill and "BUILD-LOG" in drill and "RECEIPT-GPU" in drill
     other = re.search(rf"<details id=\"{anchor('a', 'level1/t2', 0)}\"[^>]*>", dom.stdout)
     assert other is not None and "open" not in other.group(0)
+
+
+def _without(item: dict, *keys: str) -> dict:
+    return {key: value for key, value in item.items() if key not in keys}
+
+
+def test_lines_of_other_writers_count_by_their_status(tmp_path):
+    """Another harness's lines: no `correct` field (derived from the status: only `ok` passes), JSON null
+    for optional fields such as `error`. Before: `ok`, reward 3, no `correct` counted as a failure."""
+    from cuda_agent.evaluation.metrics import run_metrics
+    from cuda_agent.evaluation.results import read_results
+
+    lines = [_without(line("a", 1, se=2.0, sc=1.5, reward=3.0, error=None), "correct"),
+             _without(line("b", 1, status="incorrect", correct=False, error=None, created=None), "correct"),
+             _without(line("c", 1, status="infra_error", correct=False), "correct")]
+    results = read_results(write(tmp_path / "other.jsonl", lines))
+    assert [r.correct for r in results] == [True, False, False] and results[0].error == ""
+    (metrics,) = run_metrics(results)
+    assert (metrics.samples, metrics.excluded, metrics.pass_rate) == (2, 1, 0.5)
+
+
+@pytest.mark.parametrize("bad, named", [
+    ({"status": "passed"}, "status 'passed' is not one this reader knows"),
+    ({"status": "incorrect", "correct": True}, "'correct' is true but status is 'incorrect'"),
+])
+def test_a_line_that_cannot_be_counted_is_refused_by_name(tmp_path, bad, named):
+    path = write(tmp_path / "bad.jsonl", [line("a", 1, se=2.0, sc=1.5), {**_without(line("b", 1), "correct"), **bad}])
+    done = cli("report", str(path), "--out", str(tmp_path / "report"))
+    assert done.returncode == 2, done.stderr
+    assert f"{path}:2:" in done.stderr and named in done.stderr
