@@ -13,11 +13,15 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from cuda_agent.cli.contract import progress, require_device
+
+if TYPE_CHECKING:
+    from cuda_agent.sandbox_pool.harness import EvalResult
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROBLEM = "diag_matmul"
@@ -52,7 +56,7 @@ def _scripted_calls(device: str) -> list[tuple[str, dict]]:
 
 
 async def _agent_session(device: str, root: Path, console: Console) -> tuple[str, list]:
-    from cuda_agent.sandbox_pool.harness import EvalJob, evaluate_job
+    from cuda_agent.sandbox_pool.harness import EvalJob, EvaluatorConfig, evaluate_job
     from cuda_agent.sandbox_pool.terminal.config import LocalSandboxConfig, create_sandbox
     from cuda_agent.sandbox_pool.workspace import create_workspace, read_candidate_files
     from cuda_agent.tools import ToolSession, call_tool
@@ -76,7 +80,8 @@ async def _agent_session(device: str, root: Path, console: Console) -> tuple[str
         await sandbox.close()
     with progress("trusted evaluation of the agent's workspace (compile, verify, profile)"):
         result = await evaluate_job(EvalJob(problem_src=_problem_src(device), files=read_candidate_files(ws),
-                                            device=device, task_id="agent_session"))
+                                            device=device, task_id="agent_session"),
+                                    EvaluatorConfig(device=device, window_check=True))
     return "final evaluation of the agent's workspace", [("agent_session", result)]
 
 
@@ -84,7 +89,7 @@ async def _sample_solutions(device: str, timed_calls: int, console: Console) -> 
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, Evaluator, EvaluatorConfig
 
     rows = []
-    async with Evaluator(EvaluatorConfig(device=device)) as evaluator:
+    async with Evaluator(EvaluatorConfig(device=device, window_check=True)) as evaluator:
         for name in CANDIDATES[device]:
             job = EvalJob(problem_src=_problem_src(device), files=_solution_files(device, name), device=device,
                           options=EvalOptions(timed_calls=timed_calls), task_id=name)
@@ -101,8 +106,14 @@ def _table(title: str, rows: list) -> Table:
     f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for name, r in rows:
         table.add_row(name, r.status.value, f(r.reward), f(r.runtime_us), f(r.eager_us), f(r.torch_compile_us),
-                      f(r.speedup_vs_eager), f(r.speedup_vs_compile), (r.error or "")[:60])
+                      f(r.speedup_vs_eager), f(r.speedup_vs_compile), _note(r))
     return table
+
+
+def _note(result: EvalResult) -> str:
+    """The error, else the first warning (a lowered reward, a load seen in the timing window), shortened."""
+    text = result.error or (result.warnings[0] if result.warnings else "")
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def run_quickstart(device: str, timed_calls: int, agent: bool = True) -> int:

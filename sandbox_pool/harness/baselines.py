@@ -218,15 +218,33 @@ async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: s
         child.kill()
 
 
+async def time_eager_check(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool,
+                           warmup: int, timeout_s: float) -> TimingStats | str:
+    """The eager reference timed briefly, now (window_check.py): blocks of CHECK_CALLS calls until the
+    baselines' CI target or CHECK_MAX_S; its stats, or why it has none. The caller holds the device solo."""
+    from cuda_agent.sandbox_pool.harness.window_check import CHECK_CALLS, CHECK_MAX_S
+
+    work = tempfile.mkdtemp(prefix="cuda_agent_window_")
+    child = _reference_child(zygote, problem, work, device, device_index, tf32, CHECK_CALLS, warmup, False,
+                             max_timing_s=CHECK_MAX_S)
+    try:
+        return await _timed(child, timeout_s)
+    finally:
+        child.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def _reference_child(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
-                     warmup: int, compiled: bool, compile_cache_dir: str | None = None) -> ChildProcess:
+                     warmup: int, compiled: bool, compile_cache_dir: str | None = None, *,
+                     max_timing_s: float = MAX_TIMING_S) -> ChildProcess:
     """A reference child, spawned: it sets itself up (a compile child also imports its compiler) and
-    waits for `_timed` to let it go."""
+    waits for `_timed` to let it go. It times blocks of `n_sets` calls until CI_TARGET, MAX_ROUNDS blocks
+    or `max_timing_s`."""
     spec = ChildSpec(role="reference", device=device, device_index=device_index, work_dir=work,
                      problem_src=problem.source, compile_reference=compiled, tf32=tf32,
                      timing_draws=timing_draws(BASELINE_SEED, n_sets * MAX_ROUNDS),
                      warmup=max(warmup, 2), isolate=False,
-                     ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=MAX_TIMING_S,
+                     ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=max_timing_s,
                      compile_cache_dir=compile_cache_dir, build_on_device=True, init_seed=BASELINE_SEED)
     return ChildProcess(zygote, spec)
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
+from cuda_agent.sandbox_pool.harness import window_check
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
@@ -75,6 +76,10 @@ class EvaluatorConfig(BaseModel):
     preempt_after_s: float = Field(
         2.0, gt=0, description="A child step that keeps another evaluation's timed calls waiting this long is "
         "stopped and its evaluation re-run solo.")
+    window_check: bool = Field(
+        False, description="Time the eager reference again after a correct candidate and refuse (infra_error) a "
+        "reward timed under a load its cached baselines were not (harness/window_check.py; cpu only). Off by "
+        "default: a pool's own concurrent evaluations on shared cores are such a load, not yet kept out.")
 
 
 class Evaluator:
@@ -323,7 +328,7 @@ class _Run:
             return
         if self.opts.profile:
             await self.baselines(problem, early)
-        if self.result.correct:
+        if self.result.correct and self.result.status is not EvalStatus.INFRA_ERROR:
             finish(self.result, margin=self.opts.reward_margin, sanity_bound=self.opts.speedup_sanity_bound)
 
     # -- stages ---------------------------------------------------------------------------
@@ -448,6 +453,14 @@ class _Run:
             if cached is None:
                 await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
                 cached = await self._measure(problem, key)
+            elif self.result.correct and self.ev.config.window_check and self.job.device in window_check.DEVICES:
+                # only a reward needs them: is the cached eager time true in this window?
+                checked = await self._checked_in_window(problem, key, cached, notes)
+                if checked is None:
+                    self.stage("baselines", ok=False, cached=True, duration_s=time.monotonic() - t0,
+                               started_s=started_s, log="\n".join(notes))
+                    return
+                hit, cached = checked is cached, checked
             duration_s = time.monotonic() - t0
         self.result.timings["eager"] = cached.eager
         self.result.eager_us = cached.eager.median_us
@@ -458,19 +471,76 @@ class _Run:
         notes += ([f"torch.compile unavailable: {cached.compile_error}"] if cached.compile_error else []) + cached.warnings
         self.stage("baselines", ok=True, cached=hit, duration_s=duration_s, started_s=started_s, log="\n".join(notes))
 
+    async def _checked_in_window(self, problem: Problem, key: str, cached: baseline_mod.Baselines,
+                                 notes: list[str]) -> baseline_mod.Baselines | None:
+        """The cached baselines if the eager reference, timed again now, agrees with them (or differs by less than
+        LOADED_FACTOR: then with a warning). Slower by more: the machine is loaded, the candidate was timed under
+        a load the baselines were not; None, the result failed as infra_error naming it. Faster by more: the
+        baselines were cached under load; they are timed again now, the cache entry replaced, and returned
+        (None, infra_error, if the load changes meanwhile). window_check.py."""
+        # timed like a candidate: the device exclusive (no other evaluation's step running), its child counted
+        # live on the device; not solo, which would preempt every pipelined neighbour on each evaluation
+        await self.lease.start_child()
+        try:
+            await self.lease.exclusive()
+            now = await baseline_mod.time_eager_check(
+                problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index,
+                tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, warmup=self.opts.warmup_calls,
+                timeout_s=self.ev.config.baseline_timeout_s)
+        finally:
+            await self.lease.release()
+            await self.lease.child_ended()
+        if isinstance(now, str):
+            raise InfraError(f"the eager reference's window check failed: {now}")
+        self.result.timings["eager_window_check"] = now
+        check = window_check.compare(now, cached.eager)
+        if check.agrees:
+            notes.append(f"window check: {check.describe()}: the cached baselines hold")
+            return cached
+        if check.loaded:
+            return self._loaded(notes, f"machine loaded: {check.describe()}: the candidate was timed under a load "
+                                       "its baselines were not, so no reward is decided; evaluate again on a quiet "
+                                       "machine")
+        if not check.cached_loaded:  # a drift under LOADED_FACTOR either way: the cached baselines, with a warning
+            note = (f"{'timed under some load' if check.slower else 'baselines cached under some load'}: "
+                    f"{check.describe()} (less than {window_check.LOADED_FACTOR:g}x apart: the cached baselines "
+                    "are used)")
+            self.result.warnings.append(note)
+            notes.append(note)
+            return cached
+        await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
+        fresh = await self._measure(problem, key, cache=False)
+        if not window_check.compare(now, fresh.eager).agrees:
+            return self._loaded(notes, f"machine loaded: {check.describe()}, and "
+                                       f"{window_check.describe_stats(fresh.eager)} when the baselines were timed "
+                                       "again a moment later: the load changed under this evaluation, no reward is "
+                                       "decided")
+        self.ev.baseline_cache.put(fresh)  # the cached ones were timed under a load: replaced
+        note = (f"baselines timed again: {check.describe()}, so they had been cached under a load; eager now "
+                f"{window_check.describe_stats(fresh.eager)}, the cache entry replaced")
+        self.result.warnings.append(note)
+        notes.append(note)
+        return fresh
+
+    def _loaded(self, notes: list[str], message: str) -> None:
+        notes.append(message)
+        fail(self.result, EvalStatus.INFRA_ERROR, message)
+        return None
+
     def baseline_key(self, problem: Problem) -> str:
         return baseline_mod.baseline_key(
             problem, self.result.receipt.device_name, torch.__version__,
             self.opts.precision_policy is PrecisionPolicy.MATCHED, self.opts.timed_calls,
             device=self.job.device, warmup=self.opts.warmup_calls)
 
-    async def _measure(self, problem: Problem, key: str) -> baseline_mod.Baselines:
-        """Time the baselines (the caller holds the device solo) and cache them."""
+    async def _measure(self, problem: Problem, key: str, *, cache: bool = True) -> baseline_mod.Baselines:
+        """Time the baselines (the caller holds the device solo) and, unless `cache` is False, cache them."""
         measured = await baseline_mod.measure(
             problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index,
             tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, n_sets=self.opts.timed_calls,
             warmup=self.opts.warmup_calls, key=key, timeout_s=self.ev.config.baseline_timeout_s)
-        self.ev.baseline_cache.put(measured)
+        if cache:
+            self.ev.baseline_cache.put(measured)
         return measured
 
     def start_baselines(self, problem: Problem) -> "asyncio.Task[baseline_mod.Baselines] | None":

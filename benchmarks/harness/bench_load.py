@@ -1,0 +1,127 @@
+"""Rewards quiet and under load (issue 46): the quickstart's candidates evaluated on a quiet machine, then
+with a busy process on every core, then quiet again, through one embedded evaluator (cached baselines, as
+in training). What should hold: every loaded evaluation gives its quiet reward or ``infra_error`` naming the
+load ("machine loaded: ..."), never another reward. Also the window check's cost (the baselines stage's
+duration when its cache hits).
+
+    .venv/bin/python benchmarks/harness/bench_load.py --out benchmarks/harness/results/load_cpu.json
+    .venv/bin/python benchmarks/harness/bench_load.py --no-window-check --out benchmarks/harness/results/load_cpu_unchecked.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CANDIDATES = {"cpu": ("cpu_fast", "cpu_slow"), "cuda": ("cuda_fast", "cuda_slow")}
+PROBLEMS = {"cpu": "diag_matmul", "cuda": "diag_matmul_cuda"}
+
+
+def _busy(stop_at: float) -> None:
+    while time.monotonic() < stop_at:
+        pass
+
+
+def _files(name: str) -> dict[str, str]:
+    folder = REPO / "examples" / "solutions" / "diag_matmul" / name
+    return {str(path.relative_to(folder)): path.read_text() for path in folder.rglob("*") if path.is_file()}
+
+
+async def _evaluate_all(evaluator, device: str, repeats: int, phase: str) -> list[dict]:
+    from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions
+
+    problem = (REPO / "examples" / "problems" / f"{PROBLEMS[device]}.py").read_text()
+    rows = []
+    for repeat in range(repeats):
+        for name in CANDIDATES[device]:
+            t0 = time.monotonic()
+            result = await evaluator.evaluate(EvalJob(problem_src=problem, files=_files(name), device=device,
+                                                      options=EvalOptions(), task_id=name))
+            stage = result.stages.get("baselines")
+            check = result.timings.get("eager_window_check")
+            rows.append({"phase": phase, "repeat": repeat, "candidate": name, "status": result.status.value,
+                         "reward": result.reward, "runtime_us": result.runtime_us, "eager_us": result.eager_us,
+                         "window_check_us": check.median_us if check else None,
+                         "baselines_stage_s": stage.duration_s if stage else None,
+                         "wall_s": time.monotonic() - t0, "error": result.error, "warnings": result.warnings})
+            print(f"{phase:6} {name:9} {result.status.value:11} reward {result.reward} "
+                  f"runtime {result.runtime_us or 0:.0f} us, check {check.median_us if check else 0:.0f} us "
+                  f"{(result.error or '')[:90]}", file=sys.stderr, flush=True)
+    return rows
+
+
+async def _run(device: str, repeats: int, workers: int, check: bool) -> list[dict]:
+    from cuda_agent.sandbox_pool.harness import Evaluator, EvaluatorConfig
+
+    cache = tempfile.mkdtemp(prefix="cuda_agent_bench_load_")
+    rows: list[dict] = []
+    async with Evaluator(EvaluatorConfig(device=device, cache_dir=Path(cache), window_check=check)) as evaluator:
+        rows += await _evaluate_all(evaluator, device, repeats, "quiet")
+        context = multiprocessing.get_context("spawn")
+        stop_at = time.monotonic() + 3600
+        load = [context.Process(target=_busy, args=(stop_at,), daemon=True) for _ in range(workers)]
+        for process in load:
+            process.start()
+        try:
+            rows += await _evaluate_all(evaluator, device, repeats, "loaded")
+        finally:
+            for process in load:
+                process.terminate()
+                process.join(10)
+        rows += await _evaluate_all(evaluator, device, repeats, "quiet2")
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict:
+    quiet = {}
+    for row in rows:
+        if row["phase"] == "quiet" and row["status"] == "ok":
+            quiet.setdefault(row["candidate"], set()).add(row["reward"])
+    flips = [row for row in rows if row["phase"] != "quiet" and row["status"] == "ok"
+             and row["reward"] not in quiet.get(row["candidate"], set())]
+    checks = [row["baselines_stage_s"] for row in rows if row["phase"] == "quiet" and row["repeat"] > 0
+              and row["baselines_stage_s"] is not None and row["status"] == "ok"]
+    return {
+        "quiet_rewards": {name: sorted(values) for name, values in quiet.items()},
+        "by_phase": {phase: {status: sum(1 for r in rows if r["phase"] == phase and r["status"] == status)
+                             for status in sorted({r["status"] for r in rows})}
+                     for phase in ("quiet", "loaded", "quiet2")},
+        "reward_flips": len(flips),
+        "flipped": [{k: row[k] for k in ("phase", "candidate", "reward", "runtime_us", "window_check_us")}
+                    for row in flips],
+        "machine_loaded_errors": sum(1 for r in rows if (r["error"] or "").startswith("machine loaded")),
+        "window_check_stage_s_median": statistics.median(checks) if checks else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--repeats", type=int, default=3, help="evaluations of each candidate per phase")
+    parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 1,
+                        help="busy processes during the loaded phase (default: one per core)")
+    parser.add_argument("--no-window-check", action="store_true",
+                        help="the evaluator without the window check (the behaviour before it), for comparison")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    rows = asyncio.run(_run(args.device, args.repeats, args.load_workers, not args.no_window_check))
+    report = {"command": " ".join(sys.argv), "device": args.device, "cores": os.cpu_count(),
+              "load_workers": args.load_workers, "window_check": not args.no_window_check,
+              "summary": summarise(rows), "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    print(json.dumps(report["summary"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
