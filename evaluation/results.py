@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cuda_agent.errors import ConfigError
+from cuda_agent.sandbox_pool.harness.models import EvalStatus
 
 ENDPOINT_ERROR = "endpoint_error"
 """Status of a sample the model endpoint failed on (after retries)."""
@@ -23,11 +24,10 @@ INFRA_ERROR = "infra_error"
 """Status of a sample the sandbox or the evaluator failed on (EvalStatus.INFRA_ERROR's value)."""
 EXCLUDED_STATUSES = frozenset({ENDPOINT_ERROR, INFRA_ERROR})
 """Statuses that are nobody's outcome: retried on resume, left out of metrics."""
-PASS_STATUS = "ok"
-"""The one status of a pass (EvalStatus.OK's value): compiled, correct and clean."""
-FAILURE_STATUSES = frozenset({"static_check_failed", "compile_error", "load_error", "incorrect", "violation",
-                              "timeout", "crash"})
-"""The evaluator's verdicts that are the candidate's failure (EvalStatus values besides ok and infra_error)."""
+PASS_STATUS = EvalStatus.OK.value
+"""The one status of a pass: compiled, correct and clean."""
+FAILURE_STATUSES = frozenset(status.value for status in EvalStatus if status.is_candidate_failure)
+"""The evaluator's verdicts that are the candidate's failure."""
 NULL_MEANS_DEFAULT = ("error", "created", "turns", "wall_s")
 """Fields where a JSON null (other writers' "none") means the default: no metric reads them."""
 

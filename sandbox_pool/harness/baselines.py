@@ -31,6 +31,7 @@ from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
 from cuda_agent.sandbox_pool.harness.reference import timing_draws
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, Zygote
 from cuda_agent.sandbox_pool.harness.stats import relative_half_width, timing_stats
+from cuda_agent.sandbox_pool.harness.window_check import CHECK_CALLS, CHECK_MAX_S
 
 logger = logging.getLogger(__name__)
 
@@ -221,9 +222,7 @@ async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: s
 async def time_eager_check(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool,
                            warmup: int, timeout_s: float) -> TimingStats | str:
     """The eager reference timed briefly, now (window_check.py): blocks of CHECK_CALLS calls until the
-    baselines' CI target or CHECK_MAX_S; its stats, or why it has none. The caller holds the device solo."""
-    from cuda_agent.sandbox_pool.harness.window_check import CHECK_CALLS, CHECK_MAX_S
-
+    baselines' CI target or CHECK_MAX_S; its stats, or why it has none. The caller holds the device exclusive."""
     work = tempfile.mkdtemp(prefix="cuda_agent_window_")
     child = _reference_child(zygote, problem, work, device, device_index, tf32, CHECK_CALLS, warmup, False,
                              max_timing_s=CHECK_MAX_S)

@@ -38,7 +38,8 @@ AGREEMENT_SLACK = 0.05
 timings of one reference closer than that cannot move a reward across a threshold by themselves."""
 LOADED_FACTOR = 1.5
 """The check's CI lower end above this multiple of the cached CI's upper end: the machine is loaded (a busy
-loop on each of 2 cores: 3.2x; another process's matmuls on the GPU: 14x in the issue's measurement)."""
+loop on each of 2 cores made the eager reference 3.2x slower here; another process's matmuls on an H100 made
+an honest kernel 14x slower in the issue's measurement)."""
 CHECK_CALLS = 10
 """Timed calls of the check per block (whole blocks until its CI reaches the baselines' target)."""
 CHECK_MAX_S = 3.0
@@ -52,11 +53,26 @@ class WindowCheck(BaseModel):
 
     now: TimingStats = Field(description="The check: the eager reference timed right after the candidate.")
     cached: TimingStats = Field(description="The cached eager baseline.")
-    agrees: bool = Field(description="Their widened confidence intervals overlap.")
-    slower: bool = Field(description="They disagree and the check is the slower.")
-    loaded: bool = Field(description="The check is slower by more than LOADED_FACTOR: the machine is loaded now.")
-    cached_loaded: bool = Field(description="The check is faster by more than LOADED_FACTOR: the cached baselines "
-                                            "were timed under a load.")
+
+    @property
+    def agrees(self) -> bool:
+        """Their widened confidence intervals overlap."""
+        return agree(self.now, self.cached)
+
+    @property
+    def slower(self) -> bool:
+        """They disagree and the check is the slower."""
+        return not self.agrees and self.now.median_us > self.cached.median_us
+
+    @property
+    def loaded(self) -> bool:
+        """Slower by more than LOADED_FACTOR: the machine is loaded now."""
+        return self.slower and _interval(self.now)[0] > LOADED_FACTOR * _interval(self.cached)[1]
+
+    @property
+    def cached_loaded(self) -> bool:
+        """Faster by more than LOADED_FACTOR: the cached baselines were timed under a load."""
+        return not self.agrees and _interval(self.cached)[0] > LOADED_FACTOR * _interval(self.now)[1]
 
     def describe(self) -> str:
         return (f"the eager reference timed {describe_stats(self.now)} in this window against "
@@ -72,12 +88,7 @@ def agree(a: TimingStats, b: TimingStats, slack: float = AGREEMENT_SLACK) -> boo
 
 
 def compare(now: TimingStats, cached: TimingStats) -> WindowCheck:
-    agrees = agree(now, cached)
-    slower = not agrees and now.median_us > cached.median_us
-    loaded = slower and _interval(now)[0] > LOADED_FACTOR * _interval(cached)[1]
-    cached_loaded = not agrees and not slower and _interval(cached)[0] > LOADED_FACTOR * _interval(now)[1]
-    return WindowCheck(now=now, cached=cached, agrees=agrees, slower=slower, loaded=loaded,
-                       cached_loaded=cached_loaded)
+    return WindowCheck(now=now, cached=cached)
 
 
 def _interval(stats: TimingStats) -> tuple[float, float]:

@@ -27,8 +27,9 @@ DIAG_MATMUL = (REPO / "examples" / "problems" / "diag_matmul.py").read_text()
 
 
 def _cpu_fast() -> dict[str, str]:
-    folder = REPO / "examples" / "solutions" / "diag_matmul" / "cpu_fast"
-    return {str(path.relative_to(folder)): path.read_text() for path in folder.rglob("*") if path.is_file()}
+    from cuda_agent.sandbox_pool.workspace import read_candidate_files
+
+    return read_candidate_files(REPO / "examples" / "solutions" / "diag_matmul" / "cpu_fast")
 
 
 def _stats(median: float, spread: float = 0.01) -> TimingStats:
