@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything the open issues measure on a GPU node, in one call of the device machine (one or two H200s):
-#   tests   GPU-marked tests (issue 2 harness, issue 12 approximation twins, issue 3 faults, issue 15 reward service: skipped
+#   tests   GPU-marked tests (issue 2 harness, issue 12 approximation twins, issue 36 precision twins, issue 3 faults, issue 15 reward service: skipped
 #           without fastapi/uvicorn/httpx on the node)                              -> gpu-tests.log
 #   bench   per-evaluation wall time, three tasks (issue 2)                           -> bench_eval.json/.log
 #   verifycost  issue 12: verify-stage seconds with the approximation defence (6 draws + 1 influence twin)
@@ -11,6 +11,9 @@
 #           filter run of the kept tasks (+~1.5 min); decontaminates against DATA_KERNELBENCH
 #           (default .kernelbench/KernelBench, carried; --no-decontam without it)  -> data.log, data.tgz, data_pipeline_report.json, data_dataset_report.{json,md},
 #                                  data_eager_ms.png, data_report.json (the filter's)
+#   load    issue 46: bench_load.py on GPU 0, the quickstart's cuda candidates quiet, then beside another process's
+#           fp32 matmuls on the same GPU, then quiet again; with the window check, then without it (the
+#           behaviour before it); ~2 x 2 min              -> load_cuda.json, load_cuda_unchecked.json, load.log
 #   pool1   pool throughput, 16 submitters, one GPU (issue 3), on the last GPU        -> pool_1gpu.json/.log
 #   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
 #   pool2   the same on two GPUs, a worker process per GPU (the default)              -> pool_2gpu.json/.log
@@ -178,13 +181,23 @@ if has tests; then
   stamp "tests"
   # Every GPU (the two-GPU pool test needs two), except the one the data phase is using.
   CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-500}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
-    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/harness/test_eval_overlap.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
+    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/harness/test_gpu_precision.py tests/sandbox_pool/harness/test_compiler_jail.py tests/sandbox_pool/harness/test_eval_overlap.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
   status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
 fi
 if has bench; then
   stamp "bench"
   CUDA_VISIBLE_DEVICES=0 python3 -P benchmarks/harness/bench_eval.py --device cuda --repeats "${BENCH_REPEATS:-3}" \
     --out "$OUT/bench_eval.json" >"$OUT/bench.log" 2>&1; tail -8 "$OUT/bench.log"
+fi
+if has load; then  # issue 46: rewards beside a GPU neighbour, with and without the window check
+  stamp "load"
+  for name in load_cuda load_cuda_unchecked; do
+    flag=$([ "$name" = load_cuda_unchecked ] && echo --no-window-check)
+    CUDA_VISIBLE_DEVICES=0 timeout "${LOAD_TIMEOUT:-300}" python3 -P benchmarks/harness/bench_load.py --device cuda \
+      $flag --out "$OUT/$name.json" >>"$OUT/load.log" 2>&1
+    echo "$name rc=$?" >>"$OUT/load.log"
+  done
+  stamp "load done"; grep -E 'rc=|"reward_flips"|"machine_loaded_errors"|wall_s_median' "$OUT/load.log"
 fi
 if has verifycost; then  # issue 12: verify time, 6 draws + 1 influence twin vs the old 5 draws, on GPU 0
   stamp "verifycost"

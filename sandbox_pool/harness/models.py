@@ -85,6 +85,13 @@ class EvalOptions(BaseModel):
     reward_margin: float = Field(0.05, ge=0, lt=1, description="Required relative improvement for 'faster' (paper: 5%).")
     speedup_sanity_bound: float = Field(1000.0, gt=1, description="A speed-up above this is flagged as a violation.")
 
+    @property
+    def tolerance_follows_scale(self) -> bool:
+        """Whether each input draw's atol keeps the native draw's ratio to the outputs' magnitude
+        (`compare.draw_atol`): under `paper` and `matched`, so lower internal precision (TF32, fp16 inputs) is
+        judged alike on every draw; `strict` keeps one fixed atol."""
+        return self.precision_policy is not PrecisionPolicy.STRICT
+
     def tolerances(self) -> tuple[float, float]:
         """(atol, rtol) after applying the policy's defaults."""
         default = 1e-4 if self.precision_policy is PrecisionPolicy.STRICT else 1e-2

@@ -65,7 +65,8 @@ async def prepare_reference(device: str, lease: Lease, problem: Problem, job: Ev
         timed_calls=opts.timed_calls if opts.profile else 0, atol=atol, rtol=rtol,
         print_seed=secrets.randbits(62),  # the key of every call's print seed and of the checked calls: never sent
         influence_checks=opts.influence_checks, checked_calls=opts.checked_timed_calls,
-        timed_influence_checks=opts.timed_influence_checks, pause=gate_pause(lease, asyncio.get_running_loop(), device, stop))
+        timed_influence_checks=opts.timed_influence_checks, scale_tolerance=opts.tolerance_follows_scale,
+        pause=gate_pause(lease, asyncio.get_running_loop(), device, stop))
 
 
 class ReferenceAhead:

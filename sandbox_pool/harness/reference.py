@@ -18,8 +18,10 @@ import torch
 
 from cuda_agent.errors import ProblemError
 from cuda_agent.sandbox_pool.harness.compare import (
+    NativeScale,
     fingerprint_bounds,
     flatten_outputs,
+    native_scales,
     real_values,
     share_memory,
     signature,
@@ -97,6 +99,9 @@ class PreparedReference:
     output_nbytes: int = 0
     output_signature: list[str] = field(default_factory=list)
     """The reference's outputs' dtypes and shapes (`compare.signature`): every timed output must have them."""
+    native_scales: list[NativeScale | None] | None = None
+    """Per output, the native draw's tolerance and magnitude, which every draw's tolerance keeps in proportion
+    (`compare.draw_atol`); None: one fixed atol for every draw (`strict`)."""
     perturbed: int = 0
 
 
@@ -176,6 +181,7 @@ def prepare(
     problem: Problem, work_dir: str, device: str, *, seed: int, trials: int, timed_calls: int,
     atol: float, rtol: float, print_seed: int, perturb: bool = True, influence_checks: int = 0,
     checked_calls: int | None = None, timed_influence_checks: int = 0, pause: Callable[[], None] | None = None,
+    scale_tolerance: bool = False,
 ) -> PreparedReference:
     """Write the init file for a child and compute what the parent judges with.
 
@@ -194,7 +200,10 @@ def prepare(
     `timed_calls`, `checked_calls` (None: all) chosen that way get the reference's fingerprint bounds;
     the others are neither drawn nor run here. Up to `timed_influence_checks` timed calls are influence
     twins of earlier ones (`plan_timed_twins`): verification is not the only place a twin can come, so a
-    kernel that approximates once it has seen the trials go by is judged by the same rule while timed."""
+    kernel that approximates once it has seen the trials go by is judged by the same rule while timed.
+
+    `scale_tolerance`: each draw's atol keeps the native draw's ratio to the outputs' magnitude
+    (`compare.draw_atol`, the `paper` and `matched` policies); otherwise atol is fixed (`strict`)."""
     model, init_inputs, perturbed = build_reference(problem, seed, seed + 1 if perturb else None)
     write_init_file(model, init_inputs, work_dir)
     model = model.to(device)
@@ -208,6 +217,7 @@ def prepare(
             prepared.reference_mutates_inputs = _mutates(model, _clones(inputs))
             fresh = _clones(inputs)
             prepared.reference_aliases_inputs = share_memory(storage_spans(_run(model, fresh)), storage_spans(fresh))
+            prepared.native_scales = native_scales(outputs, atol) if scale_tolerance else None
         prepared.trial_draws.append(chosen)
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there
@@ -242,7 +252,8 @@ def prepare(
         except Exception:  # a transformed draw the reference cannot take: that call is not checked
             outputs = None
         usable = outputs is not None and _all_finite(outputs)
-        prepared.timing_prints.append(fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol) if usable else None)
+        prepared.timing_prints.append(fingerprint_bounds(outputs, prepared.print_seeds[k], atol, rtol,
+                                                                 prepared.native_scales) if usable else None)
         if usable and (k in pairs or k in pairs.values()):
             natives[k] = [v.to(r.dtype) if isinstance(r, torch.Tensor) and r.is_floating_point() else v
                           for v, r in zip(prepared.timing_prints[k][0], map(real_values, outputs))]

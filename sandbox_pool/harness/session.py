@@ -359,7 +359,8 @@ class CandidateSession:
             outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, device, self.region, reference)
         except OutputMismatch as exc:  # other outputs than the reference's: wrong, and not read
             return [], str(exc)
-        return outputs, compare_outputs(outputs, on_device(reference, device), self.run_.atol, self.run_.rtol)
+        return outputs, compare_outputs(outputs, on_device(reference, device), self.run_.atol, self.run_.rtol,
+                                        self.prepared.native_scales)
 
     def _cpu_note(self) -> str:
         if not self.judged_on_cpu:
