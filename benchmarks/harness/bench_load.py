@@ -1,11 +1,13 @@
 """Rewards quiet and under load (issue 46): the quickstart's candidates evaluated on a quiet machine, then
-with a busy process on every core, then quiet again, through one embedded evaluator (cached baselines, as
-in training). What should hold: every loaded evaluation gives its quiet reward or ``infra_error`` naming the
-load ("machine loaded: ..."), never another reward. Also the window check's cost (the baselines stage's
-duration when its cache hits).
+under load, then quiet again, through one embedded evaluator (cached baselines, as in training). The load: a busy
+process on every core (`--load cpu`, the CPU's default), or another process running fp32 matmuls on the same
+GPU (`--load gpu`, cuda's default: a neighbour sharing the node). What should hold: every loaded evaluation
+gives its quiet reward or ``infra_error`` naming the load ("machine loaded: ..."), never another reward. Also
+the window check's cost (the baselines stage's duration when its cache hits, and a whole evaluation's wall time).
 
     .venv/bin/python benchmarks/harness/bench_load.py --out benchmarks/harness/results/load_cpu.json
     .venv/bin/python benchmarks/harness/bench_load.py --no-window-check --out benchmarks/harness/results/load_cpu_unchecked.json
+    python3 benchmarks/harness/bench_load.py --device cuda --out load_cuda.json        (PHASES=load, gpu-session.sh)
 """
 
 from __future__ import annotations
@@ -55,16 +57,33 @@ async def _evaluate_all(evaluator, device: str, repeats: int, phase: str) -> lis
     return rows
 
 
-async def _run(device: str, repeats: int, workers: int, check: bool) -> list[dict]:
+GPU_NEIGHBOUR = """
+import torch
+a = torch.randn(8192, 8192, device="cuda")
+b = torch.empty_like(a)
+while True:
+    torch.mm(a, a, out=b)
+"""
+"""Another process's fp32 matmuls on the same GPU, back to back (issue 46's neighbour: it made an honest
+warp-reduction kernel 14x slower on an H100)."""
+
+
+def _start_load(kind: str, workers: int) -> list[subprocess.Popen]:
+    if kind == "gpu":
+        return [subprocess.Popen([sys.executable, "-c", GPU_NEIGHBOUR])]
+    # plain `python -c` loops: busy within milliseconds (a spawned multiprocessing child imports first)
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(workers)]
+
+
+async def _run(device: str, repeats: int, workers: int, check: bool, load_kind: str) -> list[dict]:
     from cuda_agent.sandbox_pool.harness import Evaluator, EvaluatorConfig
 
     cache = tempfile.mkdtemp(prefix="cuda_agent_bench_load_")
     rows: list[dict] = []
     async with Evaluator(EvaluatorConfig(device=device, cache_dir=Path(cache), window_check=check)) as evaluator:
         rows += await _evaluate_all(evaluator, device, repeats, "quiet")
-        # plain `python -c` loops: busy within milliseconds (a spawned multiprocessing child imports first)
-        load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(workers)]
-        time.sleep(1.0)
+        load = _start_load(load_kind, workers)
+        time.sleep(1.0 if load_kind == "cpu" else 8.0)  # the GPU neighbour imports torch and starts CUDA first
         try:
             rows += await _evaluate_all(evaluator, device, repeats, "loaded")
         finally:
@@ -101,19 +120,34 @@ def summarise(rows: list[dict]) -> dict:
     }
 
 
+def _device_name(device: str) -> str:
+    if device != "cuda":
+        return "cpu"
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--repeats", type=int, default=3, help="evaluations of each candidate per phase")
+    parser.add_argument("--load", choices=["cpu", "gpu"], default=None,
+                        help="the loaded phase's load: a busy process per --load-workers (cpu), or another process's "
+                             "matmuls on the same GPU (gpu); default: cpu on the CPU, gpu on cuda")
     parser.add_argument("--load-workers", type=int, default=os.cpu_count() or 1,
-                        help="busy processes during the loaded phase (default: one per core)")
+                        help="busy processes of --load cpu (default: one per core)")
     parser.add_argument("--no-window-check", action="store_true",
                         help="the evaluator without the window check (the behaviour before it), for comparison")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    rows = asyncio.run(_run(args.device, args.repeats, args.load_workers, not args.no_window_check))
-    report = {"command": " ".join(sys.argv), "device": args.device, "cores": os.cpu_count(),
-              "load_workers": args.load_workers, "window_check": not args.no_window_check,
+    load = args.load or ("gpu" if args.device == "cuda" else "cpu")
+    if load == "gpu" and args.device != "cuda":
+        parser.error("--load gpu needs --device cuda")
+    rows = asyncio.run(_run(args.device, args.repeats, args.load_workers, not args.no_window_check, load))
+    report = {"command": " ".join(sys.argv), "device": args.device, "device_name": _device_name(args.device),
+              "cores": os.cpu_count(), "load": load, "load_workers": args.load_workers if load == "cpu" else None,
+              "window_check": not args.no_window_check,
               "summary": summarise(rows), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))

@@ -219,18 +219,45 @@ async def _time_reference(zygote: Zygote, problem: Problem, work: str, device: s
         child.kill()
 
 
-async def time_eager_check(problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool,
-                           warmup: int, timeout_s: float) -> TimingStats | str:
-    """The eager reference timed briefly, now (window_check.py): blocks of CHECK_CALLS calls until the
-    baselines' CI target or CHECK_MAX_S; its stats, or why it has none. The caller holds the device exclusive."""
-    work = tempfile.mkdtemp(prefix="cuda_agent_window_")
-    child = _reference_child(zygote, problem, work, device, device_index, tf32, CHECK_CALLS, warmup, False,
-                             max_timing_s=CHECK_MAX_S)
-    try:
-        return await _timed(child, timeout_s)
-    finally:
-        child.kill()
-        shutil.rmtree(work, ignore_errors=True)
+class EagerCheck:
+    """The window check's reference child (window_check.py), spawned ahead of its timing.
+
+    `ready` waits while it sets itself up (fork, imports, on cuda its CUDA context: ~0.3 s or more) with the device
+    shared, so the caller's exclusive window holds only `time`: blocks of CHECK_CALLS eager calls until the
+    baselines' CI target or CHECK_MAX_S."""
+
+    def __init__(self, problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool,
+                 warmup: int) -> None:
+        self.work = tempfile.mkdtemp(prefix="cuda_agent_window_")
+        try:
+            self.child = _reference_child(zygote, problem, self.work, device, device_index, tf32, CHECK_CALLS, warmup,
+                                          False, max_timing_s=CHECK_MAX_S)
+        except BaseException:
+            shutil.rmtree(self.work, ignore_errors=True)
+            raise
+
+    async def ready(self, timeout_s: float) -> str | None:
+        """None once the child has set itself up; else why it has not."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                message = await self.child.receive(deadline)
+                if message.get("event") == "ready":
+                    return None
+                if message.get("event") == "error":
+                    return f"{message['kind']}: {message['message']}"
+        except ChildTimeout:
+            return "timed out setting up"
+        except ChildEnded as exc:
+            return str(exc)
+
+    async def time(self, timeout_s: float) -> TimingStats | str:
+        """The eager reference's timing, now (the caller holds the device exclusive), or why it has none."""
+        return await _timed(self.child, timeout_s)
+
+    def close(self) -> None:
+        self.child.kill()
+        shutil.rmtree(self.work, ignore_errors=True)
 
 
 def _reference_child(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,

@@ -78,7 +78,7 @@ class EvaluatorConfig(BaseModel):
         "stopped and its evaluation re-run solo.")
     window_check: bool = Field(
         False, description="Time the eager reference again after a correct candidate and refuse (infra_error) a "
-        "reward timed under a load its cached baselines were not (harness/window_check.py; cpu only). Off by "
+        "reward timed under a load its cached baselines were not (harness/window_check.py). Off by "
         "default: a pool's own concurrent evaluations on shared cores are such a load, not yet kept out.")
 
 
@@ -479,15 +479,22 @@ class _Run:
         baselines were cached under load; they are timed again now, the cache entry replaced, and returned
         (None, infra_error, if the load changes meanwhile). window_check.py."""
         # timed like a candidate: the device exclusive (no other evaluation's step running), its child counted
-        # live on the device; not solo, which would preempt every pipelined neighbour on each evaluation
+        # live on the device; not solo, which would preempt every pipelined neighbour on each evaluation. The
+        # child sets itself up (its CUDA context) before the exclusive window, while the device is shared.
+        timeout_s = self.ev.config.baseline_timeout_s
         await self.lease.start_child()
+        check_child: baseline_mod.EagerCheck | None = None
         try:
-            await self.lease.exclusive()
-            now = await baseline_mod.time_eager_check(
+            check_child = baseline_mod.EagerCheck(
                 problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index,
-                tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, warmup=self.opts.warmup_calls,
-                timeout_s=self.ev.config.baseline_timeout_s)
+                tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, warmup=self.opts.warmup_calls)
+            now = await check_child.ready(timeout_s)
+            if now is None:
+                await self.lease.exclusive()
+                now = await check_child.time(timeout_s)
         finally:
+            if check_child is not None:
+                check_child.close()
             await self.lease.release()
             await self.lease.child_ended()
         if isinstance(now, str):

@@ -29,10 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.sandbox_pool.harness.models import TimingStats
 
-DEVICES = ("cpu",)
-"""Devices whose evaluations run the check. cuda waits for a GPU session: its cost on the pipelined pool's
-throughput (a CUDA reference child and an exclusive window per correct evaluation) and the neighbour-process
-case are not measured yet."""
+DEVICES = ("cpu", "cuda")
+"""Devices whose evaluations run the check (where `EvaluatorConfig.window_check` asks for it)."""
 AGREEMENT_SLACK = 0.05
 """Each interval is widened by this fraction before the overlap test: the reward's own margin (5%). Two
 timings of one reference closer than that cannot move a reward across a threshold by themselves."""
