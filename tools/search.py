@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cuda_agent.errors import ToolCallError
 from cuda_agent.tools.args import GlobArgs, GrepArgs
-from cuda_agent.tools.globbing import compile_glob, glob_match
+from cuda_agent.sandbox_pool.terminal.globbing import compile_glob, glob_match
 from cuda_agent.tools.observation import ToolErrorKind, ToolObservation, ToolUsageError
 from cuda_agent.tools.paths import ROOT, resolve
 from cuda_agent.tools.registry import tool

@@ -13,11 +13,11 @@ import asyncio
 import errno
 import os
 import posixpath
-import re
 import stat
 from pathlib import Path
 
 from cuda_agent.errors import ToolCallError, WorkspaceError
+from cuda_agent.sandbox_pool.terminal.globbing import compile_glob
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_LISTED = 100_000
@@ -162,45 +162,18 @@ class WorkspaceFiles:
 
     def list(self, pattern: str = "**/*") -> list[str]:
         """Sorted relative paths of non-folder entries matching a glob (``**`` spans folders)."""
-        regex = glob_regex(normalize(pattern) if pattern not in ("", ".") else "**/*")
+        regex = compile_glob(normalize(pattern) if pattern not in ("", ".") else "**/*")
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(f"/proc/self/fd/{self._root_fd}"):
             rel_dir = os.path.relpath(dirpath, f"/proc/self/fd/{self._root_fd}")
             dirnames.sort()
             for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if regex.fullmatch(rel):
+                if regex.match(rel):
                     found.append(rel)
             if len(found) >= _MAX_LISTED:
                 break
         return sorted(found)
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob: ``*`` and ``?`` stay within a folder, ``**/`` matches any folders."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 2:]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1:end].replace("\\", "\\\\")
-            out.append("[^" + body[1:] + "]" if body.startswith("!") else "[" + body + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
 
 
 def chown_tree(root: Path, owner: tuple[int, int], skip: list[str]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.tools import ToolErrorKind, ToolSession, ToolsConfig, call_tool
-from cuda_agent.tools.globbing import glob_match
+from cuda_agent.sandbox_pool.terminal.globbing import glob_match
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from cuda_agent.sandbox_pool.terminal.config import (
     SandboxConfig,
     create_sandbox,
 )
-from cuda_agent.sandbox_pool.terminal.files import glob_regex, is_protected, normalize
+from cuda_agent.sandbox_pool.terminal.files import is_protected, normalize
+from cuda_agent.sandbox_pool.terminal.globbing import compile_glob
 from cuda_agent.sandbox_pool.terminal.output import read_capped
 
 
@@ -75,7 +76,7 @@ def test_protection_covers_entries_and_below():
      ("**", "x/y/z", True), ("[!a].py", "a.py", False)],
 )
 def test_glob(pattern, path, hit):
-    assert bool(glob_regex(pattern).fullmatch(path)) is hit
+    assert bool(compile_glob(pattern).match(path)) is hit
 
 
 def test_read_capped_keeps_head_and_tail(tmp_path: Path):

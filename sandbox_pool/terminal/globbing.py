@@ -1,7 +1,8 @@
 """Glob patterns as regular expressions: `**`, `*`, `?`, `[...]` and `{a,b}` alternatives.
 
-One matcher for Glob and Grep, whatever glob the sandbox backend implements, so the
-model sees the same semantics everywhere.
+The one glob compiler of the project: the workspace's file listing (files.py) and the agent's Glob and Grep
+tools (tools/search.py) match with it, whatever glob the sandbox backend implements, so the model sees the same
+semantics everywhere.
 """
 
 from __future__ import annotations
