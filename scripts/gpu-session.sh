@@ -25,6 +25,9 @@
 #                                                                   -> pool_sweep.json, pool_depth1.json, pool_fresh.json, pool_sweep.log
 #   pool16  issue 12's target point alone: one GPU, 16 submitters, 48 jobs at the default depth (4), then
 #           32 jobs at depth 8; ~2 min                               -> pool16_depth4.json, pool16_depth8.json, pool16.log
+#   poolmix issue 36: the pool16 point with --mix softmax_big (every other job a 16384x8192 row softmax, 1 GB per
+#           call): 48 jobs at depth 4, then 32 at depth 8; statuses per kind, infra errors' messages and peak GPU
+#           memory (NVML) per point; ~3 min                 -> poolmix_depth4.json, poolmix_depth8.json, poolmix.log
 #   poolstack issue 12: the target point (one GPU, 16 submitters, 48 jobs, depth 4) with the benchmark process's
 #           threads sampled (bench_pool.py --stack-samples): where the parent's time goes; ~1 min
 #                                                                   -> poolstack.json, poolstack_stacks.json, poolstack.log
@@ -329,6 +332,16 @@ if has pool16; then
     echo "depth$depth rc=$?" >>"$OUT/pool16.log"
   done
   stamp "pool16 done"; grep -E '^\[bench_pool\]|rc=' "$OUT/pool16.log"
+fi
+if has poolmix; then
+  stamp "poolmix"
+  for depth in 4 8; do
+    timeout 150 python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$LAST" --pipeline-depth $depth \
+      --submitters 16 --jobs $(( depth == 4 ? 48 : 32 )) --mix softmax_big --out "$OUT/poolmix_depth$depth.json" \
+      >>"$OUT/poolmix.log" 2>&1
+    echo "depth$depth rc=$?" >>"$OUT/poolmix.log"
+  done
+  stamp "poolmix done"; grep -E '^\[bench_pool\]|rc=' "$OUT/poolmix.log"
 fi
 if has poolstack; then
   stamp "poolstack"

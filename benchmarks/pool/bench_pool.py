@@ -43,23 +43,38 @@ def load_files(folder: Path) -> dict[str, str]:
     return read_candidate_files(folder)
 
 
-def make_jobs(args: argparse.Namespace, count: int, tag: str):
+MIX = {"softmax_big": ("benchmarks/pool/mix/problem_softmax_big.py", "benchmarks/pool/mix/softmax_big")}
+"""Problems `--mix` adds, each with its honest candidate: KernelBench-sized working sets (issue 36)."""
+
+
+def job_kinds(args: argparse.Namespace) -> list[tuple[str, str, dict[str, str]]]:
+    """(name, problem source, candidate files) of every kind of job: the bench problem, then `--mix`'s."""
+    default_problem = "diag_matmul_cuda.py" if args.device == "cuda" else "diag_matmul.py"
+    kinds = [("bench", Path(args.problem or ROOT / "examples/problems" / default_problem).read_text(),
+              load_files(Path(args.solution or ROOT / f"examples/solutions/diag_matmul/{args.device}_fast")))]
+    for name in filter(None, (args.mix or "").split(",")):
+        problem, solution = MIX[name]
+        kinds.append((name, (ROOT / problem).read_text(), load_files(ROOT / solution)))
+    return kinds
+
+
+def make_jobs(args: argparse.Namespace, count: int, tag: str, kinds: list | None = None):
+    """`count` jobs, the kinds in turn (`job_kinds`), each with a candidate hash of its own."""
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions
 
-    default_problem = "diag_matmul_cuda.py" if args.device == "cuda" else "diag_matmul.py"
-    problem = Path(args.problem or ROOT / "examples/problems" / default_problem).read_text()
-    base = load_files(Path(args.solution or ROOT / f"examples/solutions/diag_matmul/{args.device}_fast"))
+    kinds = kinds or job_kinds(args)
     checked = {} if args.checked_timed_calls is None else {
         "checked_timed_calls": None if args.checked_timed_calls == "all" else int(args.checked_timed_calls)}
     options = EvalOptions(timed_calls=args.timed_calls, **checked)
     stamp = time.time_ns()
     for i in range(count):
+        name, problem, base = kinds[i % len(kinds)]
         files = dict(base)
         files["model_new.py"] += f"\n# bench {tag} {i} {stamp}\n"
         if args.fresh_kernels:
             for key in [k for k in files if k.startswith("kernels/")]:
                 files[key] += f"\n// bench {tag} {i} {stamp}\n"
-        yield EvalJob(problem_src=problem, files=files, device=args.device, options=options, task_id=f"{tag}-{i}")
+        yield EvalJob(problem_src=problem, files=files, device=args.device, options=options, task_id=f"{tag}-{name}-{i}")
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -79,6 +94,7 @@ async def submitter(pool, jobs: collections.deque, rows: list[dict]) -> None:
                 result = await pool.evaluate(job)
                 verify, profile = result.stages.get("verify"), result.stages.get("profile")
                 rows.append({"latency_s": time.monotonic() - t0, "status": result.status.value,
+                             "kind": job.task_id.split("-")[1], "error": result.error,
                              "wall_s": result.wall_s, "stages": {k: v.duration_s or 0.0 for k, v in result.stages.items()},
                              "verify_log": verify.log if verify and verify.log else "",
                              "profile_log": profile.log if profile and profile.log else "",
@@ -107,7 +123,7 @@ class NvmlSampler:
         self.period_s = period_s
         self.handles: list = []
         self.error: str | None = None
-        self.samples: list[tuple[float, list[int], list[int]]] = []
+        self.samples: list[tuple[float, list[int], list[int], list[int]]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
@@ -131,19 +147,21 @@ class NvmlSampler:
         while not self._stop.wait(self.period_s):
             try:
                 util = [self.nvml.nvmlDeviceGetUtilizationRates(h) for h in self.handles]
-                self.samples.append((time.monotonic(), [u.gpu for u in util], [u.memory for u in util]))
+                used = [self.nvml.nvmlDeviceGetMemoryInfo(h).used for h in self.handles]
+                self.samples.append((time.monotonic(), [u.gpu for u in util], [u.memory for u in util], used))
             except Exception as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
                 return
 
     def window(self, t0: float, t1: float) -> dict:
-        """Mean utilisation per GPU between two monotonic times."""
+        """Mean utilisation and peak memory in use (GiB) per GPU between two monotonic times."""
         inside = [s for s in self.samples if t0 <= s[0] <= t1]
         if not inside:
-            return {"gpu_util": None, "mem_util": None, "samples": 0, "error": self.error}
+            return {"gpu_util": None, "mem_util": None, "peak_used_gib": None, "samples": 0, "error": self.error}
         n = len(self.handles)
         return {"gpu_util": [round(sum(s[1][i] for s in inside) / len(inside) / 100, 3) for i in range(n)],
                 "mem_util": [round(sum(s[2][i] for s in inside) / len(inside) / 100, 3) for i in range(n)],
+                "peak_used_gib": [round(max(s[3][i] for s in inside) / 2**30, 2) for i in range(n)],
                 "samples": len(inside), "error": self.error}
 
     def stop(self) -> None:
@@ -218,6 +236,9 @@ async def measure_point(args: argparse.Namespace, pool, submitters: int, jobs_n:
         "latency_s": {"mean": round(sum(latencies) / len(latencies), 3) if latencies else None,
                       **{q: percentile(latencies, float(q[1:])) for q in ("p50", "p90", "p99")}},
         "statuses": dict(collections.Counter(r["status"] for r in rows)),
+        "statuses_by_kind": {kind: dict(collections.Counter(r["status"] for r in rows if r.get("kind") == kind))
+                             for kind in sorted({r.get("kind") for r in rows if r.get("kind")})},
+        "infra_errors": [r["error"][:300] for r in rows if r["status"] == "infra_error" and r.get("error")][:8],
         "solo_reruns": sum("solo" in r.get("device_log", "") for r in rows),
         "solo_rerun_reasons": dict(collections.Counter(r["device_log"] for r in rows if "solo" in r.get("device_log", ""))),
         # Per evaluation, inside the worker: where an evaluation spends its time.
@@ -250,10 +271,12 @@ async def run(args: argparse.Namespace) -> dict:
     nvml = NvmlSampler(devices if args.device == "cuda" else [])
     async with connect_pool(args.address, config=config) as pool:
         t0 = time.monotonic()
-        warm = await pool.evaluate(next(make_jobs(args, 1, "warmup")))
+        kinds = job_kinds(args)
+        for warm_job in make_jobs(args, len(kinds), "warmup", kinds):  # each kind's baselines and build, unmeasured
+            warm = await pool.evaluate(warm_job)
+            if warm.status.value != "ok":
+                raise SystemExit(f"warm-up job {warm_job.task_id} ended {warm.status.value}: {warm.error}")
         warmup_s = time.monotonic() - t0
-        if warm.status.value != "ok":
-            raise SystemExit(f"warm-up job ended {warm.status.value}: {warm.error}")
         nvml.start()
         sampler = None
         if args.stack_samples:  # the measured points only: the warm-up is not sampled
@@ -271,6 +294,7 @@ async def run(args: argparse.Namespace) -> dict:
                                                       "points": points}, indent=2) + "\n")
             print(f"[bench_pool] {n:>3} submitters: {point['evaluations_per_min']:7.1f} evaluations/min, "
                   f"busy {point['busy_fraction']}, GPU {point['nvml']['gpu_util']}, alone {point['alone_fraction']}, "
+                  f"peak memory {point['nvml'].get('peak_used_gib')} GiB, "
                   f"latency p50 {point['latency_s']['p50']} s, {point['statuses']}", file=sys.stderr, flush=True)
         nvml.stop()
         if sampler is not None:
@@ -306,6 +330,8 @@ def main() -> None:
                         help="Timed calls whose outputs are checked ('all': every one; default: EvalOptions' default).")
     parser.add_argument("--problem", default=None)
     parser.add_argument("--solution", default=None, help="Candidate folder (model_new.py + kernels/).")
+    parser.add_argument("--mix", default=None, help=f"Also jobs of these problems, in turn with the bench problem's "
+                        f"(comma list of {', '.join(MIX)}: KernelBench-sized working sets, >= 1 GB per call).")
     parser.add_argument("--fresh-kernels", action="store_true", help="Every job compiles its kernels.")
     parser.add_argument("--cache", default=None, help="CUDA_AGENT_CACHE for an embedded pool; default a new temp dir.")
     parser.add_argument("--out", default=None)
