@@ -184,7 +184,7 @@ if has tests; then
   stamp "tests"
   # Every GPU (the two-GPU pool test needs two), except the one the data phase is using.
   CUDA_VISIBLE_DEVICES=${TESTS_GPUS:-$(if has data; then echo 0; else seq -s, 0 "$LAST"; fi)} timeout "${TESTS_TIMEOUT:-500}" python3 -P -m pytest -p no:cacheprovider -m gpu -v -s \
-    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/harness/test_gpu_precision.py tests/sandbox_pool/harness/test_compiler_jail.py tests/sandbox_pool/harness/test_eval_overlap.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
+    ${TEST_PATHS:-tests/sandbox_pool/harness/test_gpu.py tests/sandbox_pool/harness/test_gpu_approximation.py tests/sandbox_pool/harness/test_gpu_precision.py tests/sandbox_pool/harness/test_gpu_memory.py tests/sandbox_pool/harness/test_compiler_jail.py tests/sandbox_pool/harness/test_eval_overlap.py tests/sandbox_pool/pool/test_pool_gpu_faults.py tests/data_gen/test_data_filter.py tests/service/test_service_gpu.py} 2>&1 | tee "$OUT/gpu-tests.log" >/dev/null
   status=${PIPESTATUS[0]}; tail -5 "$OUT/gpu-tests.log"
 fi
 if has bench; then

@@ -135,6 +135,8 @@ class Evaluator:
                     result = await self._attempts(job, build, ahead)
                 finally:
                     self.active -= 1
+                    if not self.active:  # idle: the device's memory back for other processes (neighbours, children)
+                        self.release_cached_memory()
         finally:
             if ahead is not None:
                 await ahead.discard()  # not taken (a compile error, a rejected candidate): its work goes
@@ -158,6 +160,7 @@ class Evaluator:
             try:
                 if solo:
                     await lease.acquire_solo()
+                    self.release_cached_memory()  # a re-run after an out-of-memory finds what this process cached
                 run = _Run(self, job, result, lease, ahead if attempt == 1 else None)
                 await run.run(build)
             except Preempted as exc:
@@ -187,6 +190,12 @@ class Evaluator:
             device = result.stages.setdefault("device", StageOutcome(ran=True, ok=True))
             device.log = "; ".join(notes) + ("; this result is from a solo run" if solo else "")
         return result
+
+    def release_cached_memory(self) -> None:
+        """On cuda, the caching allocator's unused blocks given back to the device (tensors in use stay)."""
+        if self.config.device == "cuda" and torch.cuda.is_available():
+            with torch.cuda.device(self.config.device_index):
+                torch.cuda.empty_cache()
 
     def _receipt(self, job: EvalJob) -> Receipt:
         files = json.dumps(job.files, sort_keys=True).encode()

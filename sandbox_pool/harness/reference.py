@@ -11,6 +11,7 @@ import hashlib
 import math
 import os
 import random
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -47,6 +48,35 @@ INFLUENCE_FRACTIONS = (0.5, 0.125)
 """Fraction of input positions whose values an influence twin exchanges, per twin in turn."""
 
 
+class StreamPool:
+    """CUDA streams of this process, each reused once its call has finished (last returned, first taken).
+
+    PyTorch's caching allocator keeps a freed block for the stream it was allocated on. `torch.cuda.Stream()` hands
+    out its pool of 32 streams per device in turn, so a stream per call left the blocks of up to 32 earlier calls
+    (a prepared reference's trial outputs: ~1 GB for the pool's bench problem) cached for streams the next calls
+    did not use: the worker's reserved memory grew towards 32 calls' worth, and the evaluation children found no
+    memory left (issue 36: "160 MiB free" on an 80 GB H100). Reusing the streams that are free bounds it by the
+    calls in flight."""
+
+    def __init__(self) -> None:
+        self._free: dict[str, list[torch.cuda.Stream]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, device: torch.device) -> torch.cuda.Stream:
+        with self._lock:
+            free = self._free.setdefault(str(device), [])
+            if free:
+                return free.pop()
+        return torch.cuda.Stream(device=device)
+
+    def give(self, device: torch.device, stream: torch.cuda.Stream) -> None:
+        with self._lock:
+            self._free.setdefault(str(device), []).append(stream)
+
+
+STREAMS = StreamPool()
+
+
 def own_stream(device: str | torch.device, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """`fn(*args, **kwargs)` on a CUDA stream of its own, finished before it returns (on a CPU: plain).
 
@@ -55,15 +85,31 @@ def own_stream(device: str | torch.device, fn: Callable[..., T], *args: Any, **k
     waits for the kernels all the others queued, so four references in flight took 1.3 s each
     instead of 0.33 s on the H200. The result's tensors are complete when this returns, and their
     later users (other threads, other streams) read them synchronously before they are freed.
+    The stream is one no other call is using now (`StreamPool`).
     """
-    if torch.device(device).type != "cuda":
+    device = torch.device(device)
+    if device.type != "cuda":
         return fn(*args, **kwargs)
-    stream = torch.cuda.Stream(device=device)
+    stream = STREAMS.take(device)
     stream.wait_stream(torch.cuda.current_stream(device))  # inputs made on this thread's stream are ready
-    with torch.cuda.stream(stream):
-        out = fn(*args, **kwargs)
-    stream.synchronize()
+    try:
+        with torch.cuda.stream(stream):
+            out = fn(*args, **kwargs)
+    except BaseException:
+        _settle(device, stream)  # fn's error is the one reported
+        raise
+    stream.synchronize()  # a sticky CUDA error raises here, and the stream is not handed out again
+    STREAMS.give(device, stream)
     return out
+
+
+def _settle(device: torch.device, stream: torch.cuda.Stream) -> None:
+    """After a failed call: the stream back to the pool once its work has finished (never, after a CUDA error)."""
+    try:
+        stream.synchronize()
+    except RuntimeError:
+        return
+    STREAMS.give(device, stream)
 
 
 def timing_distribution(k: int) -> str:
