@@ -13,7 +13,7 @@
 #                                  data_eager_ms.png, data_report.json (the filter's)
 #   load    issue 46: bench_load.py on GPU 0, the quickstart's cuda candidates quiet, then beside another process's
 #           fp32 matmuls on the same GPU, then quiet again; with the window check, then without it (the
-#           behaviour before it); ~2 x 2 min              -> load_cuda.json, load_cuda_unchecked.json, load.log
+#           behaviour before it), LOAD_REPEATS (3) evaluations of each candidate per phase; ~2 x 2 min              -> load_cuda.json, load_cuda_unchecked.json, load.log
 #   pool1   pool throughput, 16 submitters, one GPU (issue 3), on the last GPU        -> pool_1gpu.json/.log
 #   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
 #   pool2   the same on two GPUs, a worker process per GPU (the default)              -> pool_2gpu.json/.log
@@ -26,7 +26,7 @@
 #   pool16  issue 12's target point alone: one GPU, 16 submitters, 48 jobs at the default depth (4), then
 #           32 jobs at depth 8; ~2 min                               -> pool16_depth4.json, pool16_depth8.json, pool16.log
 #   poolmix issue 36: the pool16 point with --mix softmax_big (every other job a 16384x8192 row softmax, 1 GB per
-#           call): 48 jobs at depth 4, then 32 at depth 8; statuses per kind, infra errors' messages and peak GPU
+#           call): 48 jobs at depth 4, then 32 at depth 8 (POOLMIX_DEPTHS); statuses per kind, infra errors' messages and peak GPU
 #           memory (NVML) per point; ~3 min                 -> poolmix_depth4.json, poolmix_depth8.json, poolmix.log
 #   poolstack issue 12: the target point (one GPU, 16 submitters, 48 jobs, depth 4) with the benchmark process's
 #           threads sampled (bench_pool.py --stack-samples): where the parent's time goes; ~1 min
@@ -197,7 +197,7 @@ if has load; then  # issue 46: rewards beside a GPU neighbour, with and without 
   for name in load_cuda load_cuda_unchecked; do
     flag=$([ "$name" = load_cuda_unchecked ] && echo --no-window-check)
     CUDA_VISIBLE_DEVICES=0 timeout "${LOAD_TIMEOUT:-300}" python3 -P benchmarks/harness/bench_load.py --device cuda \
-      $flag --out "$OUT/$name.json" >>"$OUT/load.log" 2>&1
+      --repeats "${LOAD_REPEATS:-3}" $flag --out "$OUT/$name.json" >>"$OUT/load.log" 2>&1
     echo "$name rc=$?" >>"$OUT/load.log"
   done
   stamp "load done"; grep -E 'rc=|"reward_flips"|"machine_loaded_errors"|wall_s_median' "$OUT/load.log"
@@ -335,7 +335,7 @@ if has pool16; then
 fi
 if has poolmix; then
   stamp "poolmix"
-  for depth in 4 8; do
+  for depth in ${POOLMIX_DEPTHS:-4 8}; do
     timeout 150 python3 -P benchmarks/pool/bench_pool.py --device cuda --devices "$LAST" --pipeline-depth $depth \
       --submitters 16 --jobs $(( depth == 4 ? 48 : 32 )) --mix softmax_big --out "$OUT/poolmix_depth$depth.json" \
       >>"$OUT/poolmix.log" 2>&1
