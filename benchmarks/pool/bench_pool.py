@@ -170,6 +170,14 @@ class NvmlSampler:
             self._thread.join()
 
 
+def memory_waits(pool) -> tuple[int, float] | None:
+    """(children held back for memory, seconds they waited) of an in-process pool's gates, else None."""
+    gates = [getattr(w, "gate", None) for w in getattr(pool, "workers", [])]
+    if not gates or any(g is None for g in gates):
+        return None
+    return sum(g.stats.memory_waits for g in gates), round(sum(g.stats.memory_wait_s for g in gates), 2)
+
+
 def gate_totals(pool) -> tuple[float, int] | None:
     """(seconds the gates gave timed calls the device alone, windows) of an in-process pool, else None."""
     gates = [getattr(w, "gate", None) for w in getattr(pool, "workers", [])]
@@ -218,6 +226,7 @@ async def measure_point(args: argparse.Namespace, pool, submitters: int, jobs_n:
     jobs = collections.deque(make_jobs(args, jobs_n, tag))
     before = await pool.status()
     gate0 = gate_totals(pool)
+    memory0 = memory_waits(pool)
     rows: list[dict] = []
     t0 = time.monotonic()
     await asyncio.gather(*(submitter(pool, jobs, rows) for _ in range(submitters)))
@@ -225,6 +234,7 @@ async def measure_point(args: argparse.Namespace, pool, submitters: int, jobs_n:
     wall = t1 - t0
     after = await pool.status()
     gate1 = gate_totals(pool)
+    memory1 = memory_waits(pool)
     latencies = [r["latency_s"] for r in rows]
     workers = max(1, len(after.workers))
     return {
@@ -239,6 +249,8 @@ async def measure_point(args: argparse.Namespace, pool, submitters: int, jobs_n:
         "statuses_by_kind": {kind: dict(collections.Counter(r["status"] for r in rows if r.get("kind") == kind))
                              for kind in sorted({r.get("kind") for r in rows if r.get("kind")})},
         "infra_errors": [r["error"][:300] for r in rows if r["status"] == "infra_error" and r.get("error")][:8],
+        "memory_waits": {"children": memory1[0] - memory0[0], "wait_s": round(memory1[1] - memory0[1], 2)}
+        if memory0 and memory1 else None,
         "solo_reruns": sum("solo" in r.get("device_log", "") for r in rows),
         "solo_rerun_reasons": dict(collections.Counter(r["device_log"] for r in rows if "solo" in r.get("device_log", ""))),
         # Per evaluation, inside the worker: where an evaluation spends its time.

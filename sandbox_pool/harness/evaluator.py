@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.errors import InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
-from cuda_agent.sandbox_pool.harness import window_check
+from cuda_agent.sandbox_pool.harness import device_memory, window_check
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
@@ -40,6 +40,7 @@ from cuda_agent.sandbox_pool.harness.models import (
 )
 from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion, region_bytes
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
+from cuda_agent.sandbox_pool.harness.reference import PreparedReference
 from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead, draw_seed, prepare_reference
 from cuda_agent.sandbox_pool.harness.runner import ChildProcess, Zygote
 from cuda_agent.sandbox_pool.harness.session import CandidateSession
@@ -82,6 +83,13 @@ class EvaluatorConfig(BaseModel):
         "default: a pool's own concurrent evaluations on shared cores are such a load, not yet kept out.")
 
 
+def device_gate(config: EvaluatorConfig) -> DeviceGate:
+    """The gate of `config`'s device: on a GPU it admits children by memory (device_memory.py)."""
+    cuda = config.device == "cuda" and torch.cuda.is_available()
+    return DeviceGate(config.preempt_after_s,
+                      memory_budget=device_memory.children_budget(config.device_index) if cuda else None)
+
+
 class Evaluator:
     """A trusted worker. Use ``async with Evaluator(cfg) as ev: await ev.evaluate(job)``."""
 
@@ -92,7 +100,8 @@ class Evaluator:
         self.cache_dir = Path(self.config.cache_dir or default_cache_dir())
         self.baseline_cache = baseline_mod.BaselineCache(self.cache_dir)
         # Who uses the device when; shared by every evaluator of one device (a worker passes its own).
-        self.gate = gate or DeviceGate(self.config.preempt_after_s)
+        self.gate = gate or device_gate(self.config)
+        self._call_bytes: dict[str, int] = {}  # per problem: one call's inputs and outputs, once prepared here
         self._slots = asyncio.Semaphore(self.config.pipeline_depth)
         self.active = 0
         self._started = False
@@ -190,6 +199,16 @@ class Evaluator:
             device = result.stages.setdefault("device", StageOutcome(ran=True, ok=True))
             device.log = "; ".join(notes) + ("; this result is from a solo run" if solo else "")
         return result
+
+    def child_need(self, problem: Problem) -> int:
+        """The estimated device memory of a child evaluating `problem` (0 on a CPU: no admission by memory)."""
+        if self.config.device != "cuda" or not torch.cuda.is_available():
+            return 0
+        return device_memory.child_need(device_memory.device_total(self.config.device_index),
+                                        self._call_bytes.get(problem.sha256, 0))
+
+    def learn_call_bytes(self, problem: Problem, prepared: PreparedReference) -> None:
+        self._call_bytes[problem.sha256] = prepared.input_nbytes + prepared.output_nbytes
 
     def release_cached_memory(self) -> None:
         """On cuda, the caching allocator's unused blocks given back to the device (tensors in use stay)."""
@@ -383,7 +402,7 @@ class _Run:
         # The child starts (fork, hardening, CUDA context) while the reference is prepared; it waits
         # for its draws (`go`) and then for the gate between steps (gate.py). The one-shot path may
         # have started it already, in the same work folder (early_child.py).
-        await self.lease.start_child()
+        await self.lease.start_child(self.ev.child_need(problem))
         early = self.ahead.take_child() if self.ahead is not None else None
         if early is not None:
             child, fd = early.take()
@@ -407,6 +426,7 @@ class _Run:
                 else:
                     prepared = await prepare_reference(self.ev.device, self.lease, problem, self.job, work, self.seed)
                 prepare_s = time.monotonic() - t_gate
+                self.ev.learn_call_bytes(problem, prepared)
                 await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
             except BaseException:
                 child.kill()
@@ -491,7 +511,7 @@ class _Run:
         # live on the device; not solo, which would preempt every pipelined neighbour on each evaluation. The
         # child sets itself up (its CUDA context) before the exclusive window, while the device is shared.
         timeout_s = self.ev.config.baseline_timeout_s
-        await self.lease.start_child()
+        await self.lease.start_child(self.ev.child_need(problem))
         check_child: baseline_mod.EagerCheck | None = None
         try:
             check_child = baseline_mod.EagerCheck(
@@ -526,7 +546,8 @@ class _Run:
             return cached
         await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
         fresh = await self._measure(problem, key, cache=False)
-        if not window_check.compare(now, fresh.eager).agrees:
+        moved = window_check.compare(now, fresh.eager)
+        if moved.loaded or moved.cached_loaded:  # more than LOADED_FACTOR apart: not the machine's usual drift
             return self._loaded(notes, f"machine loaded: {check.describe()}, and "
                                        f"{window_check.describe_stats(fresh.eager)} when the baselines were timed "
                                        "again a moment later: the load changed under this evaluation, no reward is "

@@ -14,6 +14,11 @@ writer-preferring readers-writer lock over one device, on the event loop:
   its time limit); the other live children are preempted (killed) and their evaluations start
   again afterwards.
 
+On a GPU, a child is also admitted only while its memory fits (`DeviceGate.memory_budget`): the sum of the
+estimated needs of the children alive on the device, its own included, must stay within the budget (the
+device's memory less what this process holds and a headroom), else it waits until a child ends; a child that
+would be alone on the device is never held back (it runs, and an out-of-memory error there is its own).
+
 Each evaluation holds a `Lease`, which records whether any other evaluation child was alive on
 the device at the same time as its own (`overlapped`), how long it waited for the gate
 (excluded from the candidate's time limit), and whether it was preempted. A shared holder that
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -45,18 +51,26 @@ class GateStats:
     solo_windows: int = 0
     preemptions: int = 0
     max_live_children: int = 0
+    memory_waits: int = 0
+    """Children held back because their estimated memory did not fit beside the live ones'."""
+    memory_wait_s: float = 0.0
     log: list[tuple[str, float, float]] = field(default_factory=list)
     """(kind, start, end) of the last windows (monotonic seconds), for tests and benchmarks."""
 
 
 LOG_WINDOWS = 4096
+MEMORY_POLL_S = 0.5
+"""A child held back for memory reads the budget again at least this often (the parent frees memory too)."""
 
 
 class DeviceGate:
     """Writer-preferring shared / exclusive use of one device; see the module docstring."""
 
-    def __init__(self, preempt_after_s: float = 2.0) -> None:
+    def __init__(self, preempt_after_s: float = 2.0, memory_budget: Callable[[], int] | None = None) -> None:
+        """`memory_budget`: the bytes this device's evaluation children may hold together, read when a child
+        waits for admission (None: no admission by memory, as on a CPU)."""
         self.preempt_after_s = preempt_after_s
+        self.memory_budget = memory_budget
         self._cond: asyncio.Condition | None = None
         self._shared: set[Lease] = set()
         self._exclusive: Lease | None = None
@@ -90,6 +104,13 @@ class DeviceGate:
             del self.stats.log[: LOG_WINDOWS // 2]
 
     # -- live children ------------------------------------------------------------------
+    def _fits(self, lease: "Lease") -> bool:
+        """Whether `lease`'s child may start now as far as memory goes: alone, or within the budget."""
+        others = [other.need_bytes for other in self._live if other is not lease]
+        if self.memory_budget is None or not others or not lease.need_bytes:
+            return True
+        return sum(others) + lease.need_bytes <= self.memory_budget()
+
     def _enter(self, lease: "Lease") -> None:
         if self._live - {lease}:
             lease.overlapped = True
@@ -115,17 +136,34 @@ class Lease:
         self.waited_s = 0.0
         self.preempt: bool | None = None  # None: not asked; else whether the next attempt must be solo
         self.on_child = False  # the shared hold is on behalf of a running child step (preemptible)
+        self.need_bytes = 0  # the child's estimated device memory (admission, `start_child`)
         self._since = 0.0
 
     # -- the lease's child ----------------------------------------------------------------
-    async def start_child(self) -> None:
-        """Before this lease's child is started: wait while a solo run is pending or running."""
+    async def start_child(self, need_bytes: int = 0) -> None:
+        """Before this lease's child is started: wait while a solo run is pending or running, and (on a GPU)
+        while its estimated memory `need_bytes` does not fit beside the live children's (`DeviceGate._fits`)."""
         gate = self.gate
+        self.need_bytes = need_bytes
         if not self.solo:
             t0 = time.monotonic()
+            held = False
             async with gate.cond:
-                await gate.cond.wait_for(lambda: not gate._solo_waiting and gate._solo is None)
-            self.waited_s += time.monotonic() - t0
+                while not (not gate._solo_waiting and gate._solo is None and gate._fits(self)):
+                    if gate._solo_waiting or gate._solo is not None:
+                        await gate.cond.wait()
+                        continue
+                    held = True  # memory: re-read the budget when a child ends, or every MEMORY_POLL_S
+                    try:
+                        async with asyncio.timeout(MEMORY_POLL_S):
+                            await gate.cond.wait()
+                    except TimeoutError:
+                        pass
+            waited = time.monotonic() - t0
+            self.waited_s += waited
+            if held:
+                gate.stats.memory_waits += 1
+                gate.stats.memory_wait_s += waited
         gate._enter(self)
 
     async def child_ended(self) -> None:

@@ -143,6 +143,8 @@ class PreparedReference:
     reference_aliases_inputs: bool = False
     """The reference's outputs share memory with its inputs (a view of one, an in-place op)."""
     output_nbytes: int = 0
+    input_nbytes: int = 0
+    """Bytes of one call's inputs (the native trial's draw): with `output_nbytes`, a call's working set."""
     output_signature: list[str] = field(default_factory=list)
     """The reference's outputs' dtypes and shapes (`compare.signature`): every timed output must have them."""
     native_scales: list[NativeScale | None] | None = None
@@ -264,6 +266,7 @@ def prepare(
             fresh = _clones(inputs)
             prepared.reference_aliases_inputs = share_memory(storage_spans(_run(model, fresh)), storage_spans(fresh))
             prepared.native_scales = native_scales(outputs, atol) if scale_tolerance else None
+            prepared.input_nbytes = nbytes(inputs)
         prepared.trial_draws.append(chosen)
         prepared.trial_digests.append(digest(inputs))
         prepared.trial_outputs.append(outputs)  # kept on the device: compared there

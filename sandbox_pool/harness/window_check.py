@@ -17,7 +17,7 @@ trusted reference child, and compares it with the cached eager time. Load only e
   on this project's 2-core machine), which is no load to refuse a reward for;
 - the check is faster by more than `LOADED_FACTOR`: the baselines were cached under a load (they would inflate
   every reward of the task). They are timed again now and replace the cache entry; if the fresh eager time
-  disagrees with the check, the load changed under the evaluation: ``infra_error``;
+  is more than `LOADED_FACTOR` away from the check, the load changed under the evaluation: ``infra_error``;
 - faster, by less: the cached baselines are used, with a warning (the same drift as above, the other way).
 
 docs/harness.md, "Rewards independent of load".

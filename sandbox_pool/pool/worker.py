@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cuda_agent.sandbox_pool.harness import BuildResult, EvalJob, EvalResult, Evaluator, EvaluatorConfig
-from cuda_agent.sandbox_pool.harness.gate import DeviceGate
+from cuda_agent.sandbox_pool.harness.evaluator import device_gate
 from cuda_agent.sandbox_pool.pool.base import WorkerStatus
 from cuda_agent.sandbox_pool.pool.metrics import BusyClock
 
@@ -35,7 +35,7 @@ class EvalWorker:
         self.name = name
         self.config = config
         self.recycle_after_jobs = recycle_after_jobs
-        self.gate = DeviceGate(config.preempt_after_s)
+        self.gate = device_gate(config)
         self.evaluator = Evaluator(config, gate=self.gate)
         self.clock = BusyClock()
         self._retiring: set[asyncio.Task] = set()

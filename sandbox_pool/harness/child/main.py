@@ -36,6 +36,7 @@ from cuda_agent.sandbox_pool.harness.compare import (
     storage_spans,
     storage_tensors,
 )
+from cuda_agent.sandbox_pool.harness.device_memory import ahead_budget
 from cuda_agent.sandbox_pool.harness.inputs import DISTRIBUTIONS, digest, draw
 from cuda_agent.sandbox_pool.harness.output_buffer import SharedOutputs, attach
 from cuda_agent.sandbox_pool.harness.protocol import INIT_FILE, ChildSpec, Draw, output_file
@@ -50,12 +51,6 @@ HELD_OUTPUTS = 2
 buffers than this passes, holding that much memory."""
 WARM_SEED_OFFSET = 3_000_000
 """Warm-up draws: the first timed draws' seeds plus this (a range no trial, timed call or twin uses)."""
-AHEAD_MAX_BYTES = 2 << 30
-AHEAD_DEVICE_FRACTION = 1 / 64
-"""A GPU child draws its timed calls' inputs before it asks for the device alone, up to the smaller of
-these (2 GiB, 1/64 of the device's memory: eight children in flight hold at most 1/8 of it); the rest
-are drawn between timed calls, as on a CPU. With 1/32 (4 GiB on an H200), 8-deep workers saw
-candidates crash while sharing the device (2 and 5 of 32 evaluations, re-run solo)."""
 AHEAD_STEP_DRAWS = 8
 """Draws per gated step: a shared step stays short, so a waiting timed window is never held up long."""
 
@@ -357,7 +352,7 @@ class Child:
         child has the device alone holds no draws: as many as fit the budget (`AHEAD_MAX_BYTES`)."""
         if self.spec.device != "cuda":
             return []
-        budget = min(AHEAD_MAX_BYTES, torch.cuda.get_device_properties(self.device).total_memory * AHEAD_DEVICE_FRACTION)
+        budget = ahead_budget(torch.cuda.get_device_properties(self.device).total_memory)
         ahead: list[list[Any] | None] = []
         count = len(planned)  # known after the first draw: every draw of a problem has its size
         while len(ahead) < count:

@@ -131,3 +131,43 @@ async def test_a_solo_lease_keeps_the_device_until_closed_and_may_ask_again() ->
     await asyncio.wait_for(waiting, 1)
     await other.close()
     assert not _overlaps(gate.stats.log)
+
+
+async def test_a_child_waits_while_its_memory_does_not_fit_beside_the_live_ones() -> None:
+    """Issue 36: on a GPU the children alive on the device may hold the budget together, not more."""
+    gate = DeviceGate(memory_budget=lambda: 10)
+    first, second, small = gate.lease(), gate.lease(), gate.lease()
+    await first.start_child(6)
+    waiting = asyncio.create_task(second.start_child(6))
+    await asyncio.sleep(0.05)
+    assert not waiting.done(), "6 + 6 bytes do not fit a budget of 10"
+    await asyncio.wait_for(small.start_child(4), 1)  # 6 + 4 fit: admitted at once
+    await small.child_ended()
+    await first.child_ended()
+    await asyncio.wait_for(waiting, 1)
+    assert gate.stats.memory_waits == 1 and gate.stats.memory_wait_s > 0
+    await second.child_ended()
+
+
+async def test_a_child_alone_is_never_held_back_and_the_budget_is_read_again() -> None:
+    budget = {"bytes": 5}
+    gate = DeviceGate(memory_budget=lambda: budget["bytes"])
+    first, second = gate.lease(), gate.lease()
+    await asyncio.wait_for(first.start_child(8), 1)  # more than the budget, but alone: it runs
+    waiting = asyncio.create_task(second.start_child(2))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    budget["bytes"] = 12  # the parent freed memory; no child ended
+    await asyncio.wait_for(waiting, 2)
+    await first.child_ended()
+    await second.child_ended()
+
+
+async def test_without_a_memory_budget_children_are_not_counted() -> None:
+    gate = DeviceGate()  # a CPU's gate
+    leases = [gate.lease() for _ in range(3)]
+    for lease in leases:
+        await asyncio.wait_for(lease.start_child(1 << 40), 1)
+    assert gate.stats.memory_waits == 0
+    for lease in leases:
+        await lease.child_ended()
