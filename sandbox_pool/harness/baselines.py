@@ -238,18 +238,10 @@ class EagerCheck:
 
     async def ready(self, timeout_s: float) -> str | None:
         """None once the child has set itself up; else why it has not."""
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                message = await self.child.receive(deadline)
-                if message.get("event") == "ready":
-                    return None
-                if message.get("event") == "error":
-                    return f"{message['kind']}: {message['message']}"
-        except ChildTimeout:
-            return "timed out setting up"
-        except ChildEnded as exc:
-            return str(exc)
+        message = await _until(self.child, "ready", timeout_s)
+        if isinstance(message, dict):
+            return None
+        return "timed out setting up" if message == "timed out" else message
 
     async def time(self, timeout_s: float) -> TimingStats | str:
         """The eager reference's timing, now (the caller holds the device exclusive), or why it has none."""
@@ -278,12 +270,19 @@ def _reference_child(zygote: Zygote, problem: Problem, work: str, device: str, d
 async def _timed(child: ChildProcess, timeout_s: float) -> TimingStats | str:
     """Let a spawned reference child go and wait for its timing (or why it has none)."""
     child.go()
+    message = await _until(child, "timing", timeout_s)
+    # a trusted child (the problem's code only): its timing needs no checking
+    return timing_stats(message["samples_us"]) if isinstance(message, dict) else message
+
+
+async def _until(child: ChildProcess, event: str, timeout_s: float) -> dict | str:
+    """A trusted reference child's next `event` message, or why none came (its error, a timeout, its end)."""
     deadline = time.monotonic() + timeout_s
     try:
         while True:
             message = await child.receive(deadline)
-            if message.get("event") == "timing":  # a trusted child (the problem's code only): no model needed
-                return timing_stats(message["samples_us"])
+            if message.get("event") == event:
+                return message
             if message.get("event") == "error":
                 return f"{message['kind']}: {message['message']}"
     except ChildTimeout:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
 
@@ -63,3 +63,15 @@ def evaluate_cpu(cpu_evaluator: EvaluatorThread) -> Callable[..., EvalResult]:
         return cpu_evaluator.evaluate(EvalJob(problem_src=problem, files=job_files, device="cpu", options=opts))
 
     return run
+
+
+@pytest.fixture(scope="module")
+def evaluate_cuda() -> Iterator[Callable[..., EvalResult]]:
+    """evaluate_cuda(problem_src, files, **options): one CUDA evaluator per test module (gpu-marked tests)."""
+    runner = EvaluatorThread("cuda")
+
+    def run(problem: str, files: dict[str, str], **options) -> EvalResult:
+        return runner.evaluate(EvalJob(problem_src=problem, files=files, device="cuda", options=EvalOptions(**options)))
+
+    yield run
+    runner.close()

@@ -6,12 +6,11 @@ Run on a GPU node (scripts/gpu-tests.sh, or
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
+from cuda_agent.sandbox_pool.harness import EvalStatus
 
 pytestmark = pytest.mark.gpu
 
@@ -39,19 +38,11 @@ def _files(mode: int) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def run():
-    loop = asyncio.new_event_loop()
-    evaluator = Evaluator(EvaluatorConfig(device="cuda"))
-    loop.run_until_complete(evaluator.start())
+def run(evaluate_cuda):
+    def evaluate(mode: int, **options):
+        return evaluate_cuda(PROBLEM, _files(mode), **{"seed": 21, **options})
 
-    def evaluate(mode: int, **opts):
-        options = EvalOptions(seed=opts.pop("seed", 21), **opts)
-        job = EvalJob(problem_src=PROBLEM, files=_files(mode), device="cuda", options=options)
-        return loop.run_until_complete(evaluator.evaluate(job))
-
-    yield evaluate
-    loop.run_until_complete(evaluator.close())
-    loop.close()
+    return evaluate
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))

@@ -8,12 +8,11 @@ Run on a GPU node (`PHASES=tests bash scripts/gpu-session.sh`, or
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
-from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions, EvalStatus, Evaluator, EvaluatorConfig
+from cuda_agent.sandbox_pool.harness import EvalStatus
 
 pytestmark = pytest.mark.gpu
 
@@ -38,19 +37,11 @@ def _files(mode: int) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def run():
-    loop = asyncio.new_event_loop()
-    evaluator = Evaluator(EvaluatorConfig(device="cuda"))
-    loop.run_until_complete(evaluator.start())
+def run(evaluate_cuda):
+    def evaluate(mode: int, **options):
+        return evaluate_cuda(PROBLEM, _files(mode), **{"seed": 31, **options})
 
-    def evaluate(mode: int, **opts):
-        options = EvalOptions(seed=opts.pop("seed", 31), **opts)
-        job = EvalJob(problem_src=PROBLEM, files=_files(mode), device="cuda", options=options)
-        return loop.run_until_complete(evaluator.evaluate(job))
-
-    yield evaluate
-    loop.run_until_complete(evaluator.close())
-    loop.close()
+    return evaluate
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))
