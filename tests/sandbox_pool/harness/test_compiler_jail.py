@@ -11,6 +11,7 @@ import pytest
 
 from cuda_agent.sandbox_pool.harness.compiler import build_extension
 from cuda_agent.sandbox_pool.harness.compiler.jail import jail_for
+from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
 ROOT = Path(__file__).resolve().parents[3]
 SOLUTION = ROOT / "examples/solutions/diag_matmul/cpu_fast"
@@ -69,7 +70,9 @@ def test_a_cache_and_a_stage_reached_through_symlinks_work(cache: Path, tmp_path
 
 
 CUDA_SOLUTION = ROOT / "examples/solutions/diag_matmul/cuda_fast"
-CUDA_FILES = {str(p.relative_to(CUDA_SOLUTION)): p.read_text() for p in sorted(CUDA_SOLUTION.rglob("*")) if p.is_file()}
+# the candidate's files only: on the GPU node gpu-env.sh byte-compiles the repository, and a __pycache__ .pyc
+# read as text stopped this module's collection there (2026-12-07)
+CUDA_FILES = read_candidate_files(CUDA_SOLUTION)
 
 
 @pytest.mark.gpu
