@@ -37,10 +37,15 @@ def child_need(total_bytes: int, call_bytes: int) -> int:
     return CONTEXT_BYTES + ahead_budget(total_bytes) + CALL_COPIES * call_bytes
 
 
+def device_total(device_index: int) -> int:
+    """The GPU's memory in bytes."""
+    return torch.cuda.get_device_properties(device_index).total_memory
+
+
 def children_budget(device_index: int) -> Callable[[], int]:
     """The gate's `memory_budget` for a GPU: its memory less a headroom and what this process holds now
     (the reference's outputs, the caching allocator's blocks), read each time it is called."""
-    total = torch.cuda.get_device_properties(device_index).total_memory
+    total = device_total(device_index)
 
     def budget() -> int:
         return int(total * (1 - HEADROOM_FRACTION)) - torch.cuda.memory_reserved(device_index)
@@ -48,5 +53,3 @@ def children_budget(device_index: int) -> Callable[[], int]:
     return budget
 
 
-def device_total(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).total_memory
