@@ -8,7 +8,8 @@ also derives from it so callers can catch either::
     ├── ProblemError (ValueError)            a reference problem (model.py) that cannot be loaded
     ├── WorkspaceError (ValueError)          a missing / malformed workspace directory
     ├── InfraError (RuntimeError)            the evaluator's own machinery failed; never the candidate's fault
-    │   └── WorkerCrashedError               a trusted worker died
+    │   ├── WorkerCrashedError               a trusted worker died
+    │   └── DeviceMemoryError                a device ran out of memory outside the candidate's code
     ├── SandboxError (RuntimeError)          a terminal sandbox could not be created or used
     │   ├── SandboxTimeoutError (TimeoutError)
     │   └── SandboxUnavailableError          the backend (bwrap, docker engine) is not usable here
@@ -56,6 +57,12 @@ class InfraError(CudaAgentError, RuntimeError):
 
 class WorkerCrashedError(InfraError):
     """A trusted evaluation worker died while holding a job."""
+
+
+class DeviceMemoryError(InfraError):
+    """A device ran out of memory outside the candidate's code (the problem's inputs drawn in an evaluation child,
+    the reference's preparation). While other evaluations share the device, the evaluator waits for memory and
+    tries again; alone, the job fails with it (``infra_error``): the task needs more than the device has free."""
 
 
 class SandboxError(CudaAgentError, RuntimeError):

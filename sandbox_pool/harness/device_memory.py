@@ -2,8 +2,9 @@
 children of the device may hold together, and the budget a child draws its timed inputs ahead within.
 
 The gate admits a child only while the estimated needs of the children alive on the device fit the budget
-(gate.py, `DeviceGate.memory_budget`); on an 80 GB H100 the pool's children otherwise ran out of memory
-beside each other and beside the worker's own cache (issue 36: "160 MiB free")."""
+(gate.py, `DeviceGate.memory_budget`), within what the device has beside this process and any other; on an
+80 GB H100 the pool's children otherwise ran out of memory beside each other and beside the worker's own cache
+(issue 36: "160 MiB free")."""
 
 from __future__ import annotations
 
@@ -42,14 +43,23 @@ def device_total(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).total_memory
 
 
-def children_budget(device_index: int) -> Callable[[], int]:
-    """The gate's `memory_budget` for a GPU: its memory less a headroom and what this process holds now
-    (the reference's outputs, the caching allocator's blocks), read each time it is called."""
+def children_budget(device_index: int) -> Callable[[int], int]:
+    """The gate's `memory_budget` for a GPU, read from the device each time it is called (`budget_bytes`)."""
     total = device_total(device_index)
 
-    def budget() -> int:
-        return int(total * (1 - HEADROOM_FRACTION)) - torch.cuda.memory_reserved(device_index)
+    def budget(children_bytes: int) -> int:
+        free, _ = torch.cuda.mem_get_info(device_index)
+        return budget_bytes(total, used=total - free, own=torch.cuda.memory_reserved(device_index),
+                            children=children_bytes)
 
     return budget
 
 
+def budget_bytes(total: int, *, used: int, own: int, children: int) -> int:
+    """What the evaluation children of a device of `total` bytes may hold together: the device less a headroom
+    and less what anything else holds. That is at least this process's own (`own`: its caching allocator, plus
+    its context); where the device's `used` bytes less the live children's estimated `children` bytes say more,
+    that: another process on the device (a neighbour on the node, a training engine beside the reward), or
+    children holding more than estimated, which the next admissions then make room for."""
+    others = max(own + CONTEXT_BYTES, used - children)
+    return int(total * (1 - HEADROOM_FRACTION)) - others

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_agent.errors import InfraError, ProblemError
+from cuda_agent.errors import DeviceMemoryError, InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness import device_memory, window_check
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
@@ -172,6 +172,18 @@ class Evaluator:
                     self.release_cached_memory()  # a re-run after an out-of-memory finds what this process cached
                 run = _Run(self, job, result, lease, ahead if attempt == 1 else None)
                 await run.run(build)
+            except DeviceMemoryError as exc:
+                if solo:
+                    fail(result, EvalStatus.INFRA_ERROR, f"out of device memory, alone on the device: {exc}")
+                    break
+                # not the candidate's doing (raised before its code was loaded, session.py): wait for memory,
+                # counting more for the task
+                self.expect_more_memory(job)
+                self.release_cached_memory()
+                solo = attempt >= SHARED_ATTEMPTS
+                notes.append(f"out of device memory while sharing the device ({_first_line(exc)}): "
+                             + ("re-run solo" if solo else "waits for memory, counting twice the task's calls"))
+                continue
             except Preempted as exc:
                 solo = exc.solo_next or attempt >= SHARED_ATTEMPTS
                 notes.append("stopped: " + ("a child step held up another evaluation's timed calls" if exc.solo_next
@@ -179,7 +191,7 @@ class Evaluator:
                 continue
             except (InfraError, ProblemError, OSError, RuntimeError) as exc:
                 if lease.overlapped and not solo:  # possibly a neighbour's doing (e.g. device memory)
-                    notes.append(f"{type(exc).__name__} while sharing the device: re-run solo")
+                    notes.append(f"{type(exc).__name__} while sharing the device ({_first_line(exc)}): re-run solo")
                     solo = True
                     continue
                 if not isinstance(exc, (InfraError, ProblemError, OSError)):
@@ -208,7 +220,14 @@ class Evaluator:
                                         self._call_bytes.get(problem.sha256, 0))
 
     def learn_call_bytes(self, problem: Problem, prepared: PreparedReference) -> None:
-        self._call_bytes[problem.sha256] = prepared.input_nbytes + prepared.output_nbytes
+        self._call_bytes[problem.sha256] = max(self._call_bytes.get(problem.sha256, 0),
+                                               prepared.input_nbytes + prepared.output_nbytes)
+
+    def expect_more_memory(self, job: EvalJob) -> None:
+        """A child of `job`'s task ran out of device memory beside others: its children count twice the call
+        bytes from now on, so that the gate admits fewer beside them."""
+        key = hashlib.sha256(job.problem_src.encode()).hexdigest()  # Problem.sha256
+        self._call_bytes[key] = 2 * max(self._call_bytes.get(key, 0), 1 << 20)
 
     def release_cached_memory(self) -> None:
         """On cuda, the caching allocator's unused blocks given back to the device (tensors in use stay)."""
@@ -225,6 +244,12 @@ class Evaluator:
         return Receipt(device_name=name, driver=driver, torch_version=torch.__version__,
                        problem_sha256=hashlib.sha256(job.problem_src.encode()).hexdigest(),
                        candidate_sha256=hashlib.sha256(files).hexdigest(), harness_version=HARNESS_VERSION)
+
+
+def _first_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception's first line, shortened: what ran out, for a note that the result carries."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _cpu_name() -> str:
@@ -427,6 +452,7 @@ class _Run:
                     prepared = await prepare_reference(self.ev.device, self.lease, problem, self.job, work, self.seed)
                 prepare_s = time.monotonic() - t_gate
                 self.ev.learn_call_bytes(problem, prepared)
+                await self.lease.grow_need(self.ev.child_need(problem))  # before the child draws its inputs
                 await asyncio.to_thread(region.seal, region_bytes(prepared.trial_outputs[0]), self.job.device == "cuda")
             except BaseException:
                 child.kill()

@@ -17,7 +17,9 @@ writer-preferring readers-writer lock over one device, on the event loop:
 On a GPU, a child is also admitted only while its memory fits (`DeviceGate.memory_budget`): the sum of the
 estimated needs of the children alive on the device, its own included, must stay within the budget (the
 device's memory less what this process holds and a headroom), else it waits until a child ends; a child that
-would be alone on the device is never held back (it runs, and an out-of-memory error there is its own).
+would be alone on the device is never held back (it runs, and an out-of-memory error there is its own). A
+child is started before its task's call size is known (beside the reference's preparation); once it is, the
+child's need grows (`Lease.grow_need`) and the child waits, before it draws anything large, until that fits.
 
 Each evaluation holds a `Lease`, which records whether any other evaluation child was alive on
 the device at the same time as its own (`overlapped`), how long it waited for the gate
@@ -66,9 +68,10 @@ MEMORY_POLL_S = 0.5
 class DeviceGate:
     """Writer-preferring shared / exclusive use of one device; see the module docstring."""
 
-    def __init__(self, preempt_after_s: float = 2.0, memory_budget: Callable[[], int] | None = None) -> None:
-        """`memory_budget`: the bytes this device's evaluation children may hold together, read when a child
-        waits for admission (None: no admission by memory, as on a CPU)."""
+    def __init__(self, preempt_after_s: float = 2.0, memory_budget: Callable[[int], int] | None = None) -> None:
+        """`memory_budget(children_bytes)`: the bytes this device's evaluation children may hold together, given
+        that the live ones are estimated to hold `children_bytes` now; read when a child waits for admission
+        (None: no admission by memory, as on a CPU)."""
         self.preempt_after_s = preempt_after_s
         self.memory_budget = memory_budget
         self._cond: asyncio.Condition | None = None
@@ -78,6 +81,7 @@ class DeviceGate:
         self._solo_waiting = 0
         self._solo: Lease | None = None
         self._live: set[Lease] = set()
+        self._memory_waiting: dict[Lease, float] = {}  # leases held back for memory, since when
         self.stats = GateStats()
 
     @property
@@ -104,12 +108,19 @@ class DeviceGate:
             del self.stats.log[: LOG_WINDOWS // 2]
 
     # -- live children ------------------------------------------------------------------
-    def _fits(self, lease: "Lease") -> bool:
-        """Whether `lease`'s child may start now as far as memory goes: alone, or within the budget."""
-        others = [other.need_bytes for other in self._live if other is not lease]
-        if self.memory_budget is None or not others or not lease.need_bytes:
+    def _fits(self, lease: "Lease", need_bytes: int) -> bool:
+        """Whether `lease`'s child may hold `need_bytes` now as far as memory goes: alone, within the budget,
+        or the longest waiter among live children that all wait for memory (none of them would free any: a
+        deadlock otherwise)."""
+        others = [other for other in self._live if other is not lease]
+        if self.memory_budget is None or not others or not need_bytes:
             return True
-        return sum(others) + lease.need_bytes <= self.memory_budget()
+        held = sum(other.need_bytes for other in others)
+        if held + need_bytes <= self.memory_budget(held):
+            return True
+        waiting = {live: since for live, since in self._memory_waiting.items() if live in self._live}
+        return (lease in waiting and all(other in waiting for other in others)
+                and min(waiting, key=waiting.__getitem__) is lease)
 
     def _enter(self, lease: "Lease") -> None:
         if self._live - {lease}:
@@ -144,27 +155,55 @@ class Lease:
         """Before this lease's child is started: wait while a solo run is pending or running, and (on a GPU)
         while its estimated memory `need_bytes` does not fit beside the live children's (`DeviceGate._fits`)."""
         gate = self.gate
-        self.need_bytes = need_bytes
-        if not self.solo:
-            t0 = time.monotonic()
-            held = False
+        if self.solo:
+            self.need_bytes = need_bytes
+        else:
+            await self._admit(need_bytes, blocked=lambda: bool(gate._solo_waiting) or gate._solo is not None)
+        gate._enter(self)
+
+    async def grow_need(self, need_bytes: int) -> None:
+        """The live child's estimated memory, now known to be `need_bytes` (its task's call size, learnt from
+        the reference it was started beside, before the child draws anything large): it waits, holding the
+        device in no mode, until that fits beside the other live children's, then holds it as before."""
+        if need_bytes <= self.need_bytes or self.solo or self.gate._fits(self, need_bytes):
+            self.need_bytes = max(self.need_bytes, need_bytes)
+            return
+        mode, on_child = self.mode, self.on_child
+        await self.release()
+        await self._admit(need_bytes)
+        if mode == "shared":
+            await self.shared(on_child=on_child)
+        elif mode == "exclusive":
+            await self.exclusive()
+
+    async def _admit(self, need_bytes: int, blocked: Callable[[], bool] = lambda: False) -> None:
+        """Wait while `blocked()` or while `need_bytes` does not fit (re-reading the budget when a child ends,
+        or every MEMORY_POLL_S); then this lease's child counts `need_bytes`."""
+        gate = self.gate
+        t0 = time.monotonic()
+        held = False
+        try:
             async with gate.cond:
-                while not (not gate._solo_waiting and gate._solo is None and gate._fits(self)):
-                    if gate._solo_waiting or gate._solo is not None:
+                while blocked() or not gate._fits(self, need_bytes):
+                    self.check_preempted()
+                    if blocked():
                         await gate.cond.wait()
                         continue
-                    held = True  # memory: re-read the budget when a child ends, or every MEMORY_POLL_S
+                    held = True
+                    gate._memory_waiting.setdefault(self, t0)
                     try:
                         async with asyncio.timeout(MEMORY_POLL_S):
                             await gate.cond.wait()
                     except TimeoutError:
                         pass
-            waited = time.monotonic() - t0
-            self.waited_s += waited
-            if held:
-                gate.stats.memory_waits += 1
-                gate.stats.memory_wait_s += waited
-        gate._enter(self)
+        finally:
+            gate._memory_waiting.pop(self, None)
+        self.need_bytes = need_bytes
+        waited = time.monotonic() - t0
+        self.waited_s += waited
+        if held:
+            gate.stats.memory_waits += 1
+            gate.stats.memory_wait_s += waited
 
     async def child_ended(self) -> None:
         await self.gate._leave(self)

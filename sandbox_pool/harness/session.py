@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import torch
 
-from cuda_agent.errors import InfraError, ProblemError
+from cuda_agent.errors import DeviceMemoryError, InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness.clock import CPU_AGREEMENT, CPU_SLACK_US, too_fast
 from cuda_agent.sandbox_pool.harness.compare import (
     compare_outputs,
@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.harness.evaluator import _Run
 
 POLL_S = 0.05
+OUT_OF_MEMORY = torch.OutOfMemoryError.__name__
+"""The type a child's error names when torch could not allocate on the device."""
 """How often a waiting session looks whether it was preempted."""
 END_TIMEOUT_S = 10.0
 """How long the child's `done` may take after its last step (its harness sends it at once)."""
@@ -273,6 +275,11 @@ class CandidateSession:
                        "candidate's code was loaded)")
             fail(self.result, EvalStatus.VIOLATION, problem, [problem])
             return
+        if message.stage in ("setup", "draw") and message.kind == OUT_OF_MEMORY:
+            # before the candidate's code was loaded: the device was full, not the problem wrong (setup: the
+            # child's context). The candidate's own out-of-memory stays its verdict (a crash), never infra_error.
+            what = "starting" if message.stage == "setup" else "drawing the inputs"
+            raise DeviceMemoryError(f"the evaluation child ran out of device memory {what}: {detail}")
         if message.stage == "setup":  # before the candidate's code was loaded
             raise InfraError(f"the evaluation child could not start: {detail}")
         if message.stage == "draw":

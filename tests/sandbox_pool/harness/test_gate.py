@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from cuda_agent.sandbox_pool.harness import device_memory
 from cuda_agent.sandbox_pool.harness.gate import DeviceGate, Preempted
 
 
@@ -135,7 +136,7 @@ async def test_a_solo_lease_keeps_the_device_until_closed_and_may_ask_again() ->
 
 async def test_a_child_waits_while_its_memory_does_not_fit_beside_the_live_ones() -> None:
     """Issue 36: on a GPU the children alive on the device may hold the budget together, not more."""
-    gate = DeviceGate(memory_budget=lambda: 10)
+    gate = DeviceGate(memory_budget=lambda held: 10)
     first, second, small = gate.lease(), gate.lease(), gate.lease()
     await first.start_child(6)
     waiting = asyncio.create_task(second.start_child(6))
@@ -151,7 +152,7 @@ async def test_a_child_waits_while_its_memory_does_not_fit_beside_the_live_ones(
 
 async def test_a_child_alone_is_never_held_back_and_the_budget_is_read_again() -> None:
     budget = {"bytes": 5}
-    gate = DeviceGate(memory_budget=lambda: budget["bytes"])
+    gate = DeviceGate(memory_budget=lambda held: budget["bytes"])
     first, second = gate.lease(), gate.lease()
     await asyncio.wait_for(first.start_child(8), 1)  # more than the budget, but alone: it runs
     waiting = asyncio.create_task(second.start_child(2))
@@ -171,3 +172,92 @@ async def test_without_a_memory_budget_children_are_not_counted() -> None:
     assert gate.stats.memory_waits == 0
     for lease in leases:
         await lease.child_ended()
+
+
+async def test_a_live_child_whose_need_grows_waits_holding_nothing_and_then_shares_again() -> None:
+    """Issue 36: a child starts before its task's call size is known; once known, its need grows, and it waits
+    (not holding the device shared, so timed windows go on) until the larger need fits."""
+    gate = DeviceGate(memory_budget=lambda held: 10)
+    big, growing, timed = gate.lease(), gate.lease(), gate.lease()
+    await big.start_child(6)
+    await growing.start_child(2)  # the call size not known yet: 6 + 2 fit
+    await growing.shared(on_child=True)
+    grown = asyncio.create_task(growing.grow_need(8))
+    await asyncio.sleep(0.05)
+    assert not grown.done(), "6 + 8 do not fit a budget of 10"
+    await asyncio.wait_for(timed.exclusive(), 1)  # the waiting child holds nothing: a timed window may run
+    await timed.close()
+    await big.child_ended()
+    await asyncio.wait_for(grown, 2)
+    assert growing.mode == "shared" and growing.need_bytes == 8 and gate.stats.memory_waits == 1
+    await growing.close()
+
+
+async def test_a_need_that_fits_or_shrinks_never_waits() -> None:
+    gate = DeviceGate(memory_budget=lambda held: 10)
+    first, second = gate.lease(), gate.lease()
+    await first.start_child(4)
+    await second.start_child(2)
+    await asyncio.wait_for(second.grow_need(6), 1)  # 4 + 6 fit
+    await asyncio.wait_for(second.grow_need(1), 1)  # never below what it was admitted with
+    assert second.need_bytes == 6 and gate.stats.memory_waits == 0
+    await first.child_ended()
+    await second.child_ended()
+
+
+async def test_live_children_all_waiting_for_memory_let_the_longest_waiter_go() -> None:
+    """None of them would end or free anything: without a tie-break they would wait for each other forever."""
+    gate = DeviceGate(memory_budget=lambda held: 10)
+    a, b = gate.lease(), gate.lease()
+    await a.start_child(2)
+    await b.start_child(2)
+    first = asyncio.create_task(a.grow_need(9))
+    await asyncio.sleep(0.02)
+    second = asyncio.create_task(b.grow_need(9))
+    await asyncio.wait_for(first, 2)  # the longest waiter goes although 2 + 9 > 10
+    await asyncio.sleep(0.05)
+    assert not second.done(), "the other still waits: 9 + 9 do not fit"
+    await a.child_ended()
+    await asyncio.wait_for(second, 2)
+    await b.child_ended()
+
+
+async def test_a_waiting_child_is_preempted_by_a_solo_run() -> None:
+    gate = DeviceGate(memory_budget=lambda held: 10)
+    big, growing, solo = gate.lease(), gate.lease(), gate.lease()
+    await big.start_child(8)
+    await growing.start_child(1)
+    grown = asyncio.create_task(growing.grow_need(5))
+    await asyncio.sleep(0.05)
+    solo_task = asyncio.create_task(solo.acquire_solo())
+    with pytest.raises(Preempted):
+        await asyncio.wait_for(grown, 2)
+    await growing.close()
+    await big.close()
+    await asyncio.wait_for(solo_task, 2)
+    await solo.close()
+
+
+async def test_the_budget_is_told_what_the_live_children_are_estimated_to_hold() -> None:
+    seen: list[int] = []
+    gate = DeviceGate(memory_budget=lambda held: seen.append(held) or 100)
+    a, b, c = gate.lease(), gate.lease(), gate.lease()
+    await a.start_child(3)
+    await b.start_child(4)
+    await c.start_child(5)
+    assert seen == [3, 7]  # a alone is not asked about
+    for lease in (a, b, c):
+        await lease.child_ended()
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(("used", "own", "children", "expected"), [
+    (20 * GIB, 10 * GIB, 10 * GIB, 95 * GIB - 10 * GIB - device_memory.CONTEXT_BYTES),  # children as estimated
+    (50 * GIB, 10 * GIB, 10 * GIB, 95 * GIB - 40 * GIB),  # 30 GiB more in use: a neighbour, or children above estimates
+    (5 * GIB, 10 * GIB, 0, 95 * GIB - 10 * GIB - device_memory.CONTEXT_BYTES),  # never less than this process holds
+])
+def test_the_budget_leaves_room_for_everything_but_the_live_children(used: int, own: int, children: int,
+                                                                     expected: int) -> None:
+    assert device_memory.budget_bytes(100 * GIB, used=used, own=own, children=children) == expected
