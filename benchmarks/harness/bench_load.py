@@ -1,7 +1,7 @@
-"""Rewards quiet and under load (issue 46): the quickstart's candidates evaluated on a quiet machine, then
-under load, then quiet again, through one embedded evaluator (cached baselines, as in training). The load: a busy
-process on every core (`--load cpu`, the CPU's default), or another process running fp32 matmuls on the same
-GPU (`--load gpu`, cuda's default: a neighbour sharing the node). What should hold: every loaded evaluation
+"""Rewards quiet and under load (issue 46): the quickstart's candidates (on cuda also the softmax example)
+evaluated on a quiet machine, then under load, then quiet again, through one embedded evaluator (cached
+baselines, as in training). The load: a busy process on every core (`--load cpu`, the CPU's default), or another
+process running fp32 matmuls on the same GPU (`--load gpu`, cuda's default: a neighbour sharing the node). What should hold: every loaded evaluation
 gives its quiet reward or ``infra_error`` naming the load ("machine loaded: ..."), never another reward. Also
 the window check's cost (the baselines stage's duration when its cache hits, and a whole evaluation's wall time).
 
@@ -24,23 +24,27 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CANDIDATES = {"cpu": ("cpu_fast", "cpu_slow"), "cuda": ("cuda_fast", "cuda_slow")}
-PROBLEMS = {"cpu": "diag_matmul", "cuda": "diag_matmul_cuda"}
+CASES = {  # device: (problem under examples/problems, solution folder under examples/solutions)
+    "cpu": (("diag_matmul", "diag_matmul/cpu_fast"), ("diag_matmul", "diag_matmul/cpu_slow")),
+    "cuda": (("diag_matmul_cuda", "diag_matmul/cuda_fast"), ("diag_matmul_cuda", "diag_matmul/cuda_slow"),
+             ("softmax_cuda", "softmax/cuda_fast")),
+}
+"""The quickstart's candidates and, on cuda, the other GPU example."""
 
 
-def _files(name: str) -> dict[str, str]:
+def _files(solution: str) -> dict[str, str]:
     from cuda_agent.sandbox_pool.workspace import read_candidate_files
 
-    return read_candidate_files(REPO / "examples" / "solutions" / "diag_matmul" / name)
+    return read_candidate_files(REPO / "examples" / "solutions" / solution)
 
 
 async def _evaluate_all(evaluator, device: str, repeats: int, phase: str) -> list[dict]:
     from cuda_agent.sandbox_pool.harness import EvalJob, EvalOptions
 
-    problem = (REPO / "examples" / "problems" / f"{PROBLEMS[device]}.py").read_text()
     rows = []
     for repeat in range(repeats):
-        for name in CANDIDATES[device]:
+        for problem_name, name in CASES[device]:
+            problem = (REPO / "examples" / "problems" / f"{problem_name}.py").read_text()
             t0 = time.monotonic()
             result = await evaluator.evaluate(EvalJob(problem_src=problem, files=_files(name), device=device,
                                                       options=EvalOptions(), task_id=name))
@@ -51,7 +55,7 @@ async def _evaluate_all(evaluator, device: str, repeats: int, phase: str) -> lis
                          "window_check_us": check.median_us if check else None,
                          "baselines_stage_s": stage.duration_s if stage else None,
                          "wall_s": time.monotonic() - t0, "error": result.error, "warnings": result.warnings})
-            print(f"{phase:6} {name:9} {result.status.value:11} reward {result.reward} "
+            print(f"{phase:6} {name:22} {result.status.value:11} reward {result.reward} "
                   f"runtime {result.runtime_us or 0:.0f} us, check {check.median_us if check else 0:.0f} us "
                   f"{(result.error or '')[:90]}", file=sys.stderr, flush=True)
     return rows

@@ -31,7 +31,7 @@ from cuda_agent.sandbox_pool.harness.protocol import ChildSpec
 from cuda_agent.sandbox_pool.harness.reference import timing_draws
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, Zygote
 from cuda_agent.sandbox_pool.harness.stats import relative_half_width, timing_stats
-from cuda_agent.sandbox_pool.harness.window_check import CHECK_CALLS, CHECK_MAX_S
+from cuda_agent.sandbox_pool.harness.window_check import CHECK_CALLS, CHECK_CI_TARGET, CHECK_MAX_S, CHECK_ROUNDS
 
 logger = logging.getLogger(__name__)
 
@@ -223,15 +223,16 @@ class EagerCheck:
     """The window check's reference child (window_check.py), spawned ahead of its timing.
 
     `ready` waits while it sets itself up (fork, imports, on cuda its CUDA context: ~0.3 s or more) with the device
-    shared, so the caller's exclusive window holds only `time`: blocks of CHECK_CALLS eager calls until the
-    baselines' CI target or CHECK_MAX_S."""
+    shared, so the caller's exclusive window holds only `time`: blocks of CHECK_CALLS eager calls until
+    CHECK_CI_TARGET, CHECK_ROUNDS blocks or CHECK_MAX_S."""
 
     def __init__(self, problem: Problem, zygote: Zygote, *, device: str, device_index: int, tf32: bool,
                  warmup: int) -> None:
         self.work = tempfile.mkdtemp(prefix="cuda_agent_window_")
         try:
             self.child = _reference_child(zygote, problem, self.work, device, device_index, tf32, CHECK_CALLS, warmup,
-                                          False, max_timing_s=CHECK_MAX_S)
+                                          False, max_timing_s=CHECK_MAX_S, ci_target=CHECK_CI_TARGET,
+                                          rounds=CHECK_ROUNDS)
         except BaseException:
             shutil.rmtree(self.work, ignore_errors=True)
             raise
@@ -254,15 +255,16 @@ class EagerCheck:
 
 def _reference_child(zygote: Zygote, problem: Problem, work: str, device: str, device_index: int, tf32: bool, n_sets: int,
                      warmup: int, compiled: bool, compile_cache_dir: str | None = None, *,
-                     max_timing_s: float = MAX_TIMING_S) -> ChildProcess:
+                     max_timing_s: float = MAX_TIMING_S, ci_target: float = CI_TARGET,
+                     rounds: int = MAX_ROUNDS) -> ChildProcess:
     """A reference child, spawned: it sets itself up (a compile child also imports its compiler) and
-    waits for `_timed` to let it go. It times blocks of `n_sets` calls until CI_TARGET, MAX_ROUNDS blocks
+    waits for `_timed` to let it go. It times blocks of `n_sets` calls until `ci_target`, `rounds` blocks
     or `max_timing_s`."""
     spec = ChildSpec(role="reference", device=device, device_index=device_index, work_dir=work,
                      problem_src=problem.source, compile_reference=compiled, tf32=tf32,
-                     timing_draws=timing_draws(BASELINE_SEED, n_sets * MAX_ROUNDS),
+                     timing_draws=timing_draws(BASELINE_SEED, n_sets * rounds),
                      warmup=max(warmup, 2), isolate=False,
-                     ci_target=CI_TARGET, min_timed_calls=n_sets, max_timing_s=max_timing_s,
+                     ci_target=ci_target, min_timed_calls=n_sets, max_timing_s=max_timing_s,
                      compile_cache_dir=compile_cache_dir, build_on_device=True, init_seed=BASELINE_SEED)
     return ChildProcess(zygote, spec)
 

@@ -563,6 +563,9 @@ class _Run:
             return self._loaded(notes, f"machine loaded: {check.describe()}: the candidate was timed under a load "
                                        "its baselines were not, so no reward is decided; evaluate again on a quiet "
                                        "machine")
+        if check.undecided:
+            return self._loaded(notes, f"machine loaded: the window is too noisy to tell: {check.describe()}: no "
+                                       "reward is decided; evaluate again on a quiet machine")
         if not check.cached_loaded:  # a drift under LOADED_FACTOR either way: the cached baselines, with a warning
             note = (f"{'timed under some load' if check.slower else 'baselines cached under some load'}: "
                     f"{check.describe()} (less than {window_check.LOADED_FACTOR:g}x apart: the cached baselines "

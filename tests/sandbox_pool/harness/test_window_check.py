@@ -48,6 +48,17 @@ def test_the_check_against_the_cached_eager_time(now, agrees, slower, loaded, ca
     check = window_check.compare(_stats(now), _stats(100.0))
     assert (check.agrees, check.slower, check.loaded, check.cached_loaded) == (agrees, slower, loaded, cached_loaded)
     assert "in this window against" in check.describe()
+    assert not check.undecided
+
+
+def test_a_check_too_noisy_to_tell_a_load_from_none_is_undecided():
+    """Its median under LOADED_FACTOR, its CI past it (measured under a busy loop per core: 5928 us, CI 2231-5976,
+    against 1929 cached): neither the cached baselines nor a reward can be trusted in that window."""
+    noisy = timing_stats([120.0, 125.0, 130.0, 135.0, 140.0, 300.0, 320.0, 330.0, 118.0, 128.0] * 2)
+    check = window_check.compare(noisy, _stats(100.0))
+    assert check.slower and not check.loaded and check.undecided
+    settled = window_check.compare(_stats(130.0), _stats(100.0))  # the drift, with a tight CI: decided
+    assert settled.slower and not settled.undecided
 
 
 class LoadGenerator:
@@ -91,7 +102,7 @@ def test_a_fast_candidate_keeps_its_quiet_reward_or_is_told_the_machine_is_loade
     for result in loaded:
         print(f"quiet reward {quiet.reward}; loaded: {result.status.value} {result.reward} {result.error or ''}")
         if result.status is EvalStatus.INFRA_ERROR:
-            assert result.error.startswith("machine loaded: the eager reference timed"), result.error
+            assert result.error.startswith("machine loaded: "), result.error
             assert result.reward is None
         else:  # the load did not reach the check: the quiet reward, never another
             assert result.status is EvalStatus.OK and result.reward == quiet.reward, (result.reward, result.warnings)
