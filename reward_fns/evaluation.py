@@ -21,17 +21,18 @@ logger = logging.getLogger(__name__)
 
 
 async def evaluate(
-    job: EvalJob, *, pool_address: str | None, timeout_s: float, embedded_devices: list[int] | None = None
+    job: EvalJob, *, pool_address: str | None, timeout_s: float, embedded_devices: list[int] | None = None,
+    window_check: bool = False,
 ) -> EvalResult:
     """Evaluate one job in the pool at ``pool_address`` (an embedded pool if None, on
-    ``embedded_devices`` for cuda: None = every visible GPU)."""
+    ``embedded_devices`` for cuda: None = every visible GPU; with the window check if ``window_check``)."""
     try:
         if pool_address:
             from cuda_agent.sandbox_pool.pool import connect_pool
 
             async with connect_pool(pool_address) as pool:
                 return await pool.evaluate(job, timeout_s=timeout_s)
-        pool = await _EMBEDDED.get(job.device, embedded_devices)
+        pool = await _EMBEDDED.get(job.device, embedded_devices, window_check)
         async with asyncio.timeout(timeout_s):
             return await pool.evaluate(job, timeout_s=timeout_s)
     except (InfraError, PoolError, TimeoutError) as exc:
@@ -72,16 +73,16 @@ class _EmbeddedPools:
     """
 
     def __init__(self) -> None:
-        self._pools: dict[tuple[int, str, tuple[int, ...]], tuple[asyncio.AbstractEventLoop, Any]] = {}
+        self._pools: dict[tuple[int, str, tuple[int, ...], bool], tuple[asyncio.AbstractEventLoop, Any]] = {}
 
-    async def get(self, device: str, devices: list[int] | None = None) -> Any:
+    async def get(self, device: str, devices: list[int] | None = None, window_check: bool = False) -> Any:
         loop = asyncio.get_running_loop()
         self._pools = {key: value for key, value in self._pools.items() if not value[0].is_closed()}
-        key = (id(loop), device, tuple(devices or ()))
+        key = (id(loop), device, tuple(devices or ()), window_check)
         if key not in self._pools:
             from cuda_agent.sandbox_pool.pool import LocalPoolConfig, connect_pool
 
-            pool = connect_pool(None, config=LocalPoolConfig(device=device, devices=devices))
+            pool = connect_pool(None, config=LocalPoolConfig(device=device, devices=devices, window_check=window_check))
             await pool.__aenter__()
             if key in self._pools:  # another task started one meanwhile
                 await pool.__aexit__(None, None, None)

@@ -53,6 +53,11 @@ class RewardOptions(BaseModel):
         None, description="GPUs an embedded pool may own when no pool is served (cuda). The agentic loop refuses "
         "to start an embedded pool on cuda without them: it would time rewards on the GPUs veRL trains on.",
     )
+    window_check: bool = Field(
+        False, description="The embedded pool's evaluations refuse a reward timed under a load their cached "
+        "baselines were not (infra_error 'machine loaded', excluded from training; harness/window_check.py). A "
+        "served pool decides for itself (`cuda-agent pool serve --window-check`).",
+    )
     eval_timeout_s: float = Field(1800.0, gt=0, description="Limit of one evaluation, queueing included.")
     correctness_trials: int | None = Field(None, ge=1, description="Overrides EvalOptions.correctness_trials.")
     checked_timed_calls: int | None = Field(

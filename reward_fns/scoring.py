@@ -120,6 +120,7 @@ async def evaluate_files(files: dict[str, str], task: TaskSpec, options: RewardO
             pool_address=options.resolved_pool_address(),
             timeout_s=options.eval_timeout_s,
             embedded_devices=options.embedded_devices,
+            window_check=options.window_check,
         )
     if result.wall_s is None:
         result = result.model_copy(update={"wall_s": time.monotonic() - started})

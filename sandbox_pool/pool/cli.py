@@ -39,6 +39,10 @@ def serve(
     pipeline_depth: int | None = typer.Option(
         None, "--pipeline-depth", help="Evaluations in flight per device (only timed calls have it alone); "
         "default 4 on cuda, 1 on cpu."),
+    window_check: bool = typer.Option(
+        False, "--window-check/--no-window-check",
+        help="Time the eager reference again in each timed evaluation's window and refuse a reward timed under "
+        "load (infra_error 'machine loaded'); ~0.3-0.8 s per correct evaluation."),
     ray_name: str = typer.Option("cuda_agent_pool", "--ray-name", help="Name of the dispatcher actor (ray)."),
     ray_workers: int = typer.Option(1, "--ray-workers", help="Evaluation actors, one per GPU (ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="ray.init address (ray); default: auto/local."),
@@ -59,7 +63,7 @@ def serve(
     only that one into agent sandboxes; it runs only reference problems registered on the pool's socket."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     config = _config(backend, device, devices, cpu_workers, worker_processes, compile_workers, max_pending,
-                     job_timeout, recycle_after, ray_name, ray_workers, ray_address, pipeline_depth)
+                     job_timeout, recycle_after, ray_name, ray_workers, ray_address, pipeline_depth, window_check)
     from cuda_agent.cli.contract import require_device
     from cuda_agent.errors import ConfigError
     from cuda_agent.sandbox_pool.pool.server import default_socket_path
@@ -101,13 +105,14 @@ def _check_socket_free(path: Path) -> None:
 
 def _config(backend: str, device: str, devices: str | None, cpu_workers: int, worker_processes: bool | None,
             compile_workers: int, max_pending: int, job_timeout: float, recycle_after: int, ray_name: str, ray_workers: int,
-            ray_address: str | None, pipeline_depth: int | None = None):
+            ray_address: str | None, pipeline_depth: int | None = None, window_check: bool = False):
     from pydantic import ValidationError
 
     from cuda_agent.sandbox_pool.pool.config import LocalPoolConfig, RayPoolConfig
 
     common = dict(device=device, compile_workers=compile_workers, max_pending_jobs=max_pending,
-                  job_timeout_s=job_timeout, recycle_after_jobs=recycle_after, pipeline_depth=pipeline_depth)
+                  job_timeout_s=job_timeout, recycle_after_jobs=recycle_after, pipeline_depth=pipeline_depth,
+                  window_check=window_check)
     try:
         if backend == "local":
             indices = [int(i) for i in devices.split(",")] if devices else None

@@ -43,6 +43,11 @@ class _CommonPoolConfig(BaseModel):
         "timed calls share the device (harness/gate.py). None = 4 on cuda, 1 on cpu (a CPU's timings are "
         "disturbed by any other work on its cores).")
 
+    window_check: bool = Field(
+        False, description="Every timed evaluation also times the eager reference in its own window and refuses "
+        "a reward timed under a load its cached baselines were not ('machine loaded', infra_error; "
+        "harness/window_check.py). Costs ~0.3 s (CPU) to ~0.8 s (cuda) per correct evaluation.")
+
     def depth(self) -> int:
         """`pipeline_depth`, resolved."""
         if self.pipeline_depth is not None:

@@ -56,7 +56,7 @@ class LocalPool(Pool):
             else:
                 self.workers = make_workers(cfg.device, cfg.worker_devices(), cache_dir=self.cache_dir,
                                             isolate=cfg.isolate, recycle_after_jobs=cfg.recycle_after_jobs,
-                                            pipeline_depth=cfg.depth())
+                                            pipeline_depth=cfg.depth(), window_check=cfg.window_check)
             await start_all(self.workers)
             self._loops = [asyncio.create_task(self._compile_loop(), name=f"pool-compile-{i}")
                            for i in range(cfg.compile_workers)]

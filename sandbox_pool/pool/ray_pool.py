@@ -152,7 +152,7 @@ class DispatcherActor:
                                 compile_workers=cfg.compile_workers, max_pending_jobs=cfg.slots_per_worker * 4,
                                 job_timeout_s=cfg.job_timeout_s, recycle_after_jobs=cfg.recycle_after_jobs,
                                 cache_dir=cfg.cache_dir, isolate=cfg.isolate, latency_window=cfg.latency_window,
-                                pipeline_depth=cfg.pipeline_depth)
+                                pipeline_depth=cfg.pipeline_depth, window_check=cfg.window_check)
         options = dict(num_gpus=cfg.num_gpus_per_worker, resources=cfg.worker_resources or None,
                        name=f"{cfg.name}-w{index}", namespace=cfg.namespace, max_restarts=-1, max_task_retries=0,
                        get_if_exists=True)

@@ -106,12 +106,13 @@ class EvalWorker:
 
 
 def make_workers(device: str, indices: list[int], *, cache_dir: Path | None, isolate: bool,
-                 recycle_after_jobs: int, pipeline_depth: int = 1) -> list[EvalWorker]:
+                 recycle_after_jobs: int, pipeline_depth: int = 1, window_check: bool = False) -> list[EvalWorker]:
     """One worker per GPU index (cuda) or per CPU worker number (cpu)."""
     workers = []
     for index in indices:
         cfg = EvaluatorConfig(device=device, device_index=index if device == "cuda" else 0,
-                              cache_dir=cache_dir, isolate=isolate, pipeline_depth=pipeline_depth)
+                              cache_dir=cache_dir, isolate=isolate, pipeline_depth=pipeline_depth,
+                              window_check=window_check)
         workers.append(EvalWorker(f"{device}:{index}", cfg, recycle_after_jobs))
     return workers
 

@@ -99,3 +99,18 @@ async def test_unreachable_pool_is_an_infrastructure_failure(compute_score, tmp_
     assert result["infra_failure"] is True and result["status"] == "infra_error"
     assert result["score"] == 0.0 and result["kernel_reward"] is None
     assert "Pool" in result["error"]
+
+
+async def test_the_window_check_option_reaches_the_embedded_pool():
+    """Issue 46: reward_kwargs.window_check=true gives the embedded pool's evaluators the window check."""
+    from cuda_agent.reward_fns import evaluation
+
+    options = RewardOptions.model_validate({"window_check": True})
+    checked = await evaluation._EMBEDDED.get("cpu", None, options.window_check)
+    plain = await evaluation._EMBEDDED.get("cpu", None)
+    try:
+        assert checked is not plain
+        assert checked.config.window_check and not plain.config.window_check
+        assert all(worker.evaluator.config.window_check for worker in checked.workers)
+    finally:
+        await evaluation.aclose_embedded()

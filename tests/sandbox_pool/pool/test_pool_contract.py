@@ -27,6 +27,18 @@ async def test_fast_kernel_is_ok_and_correct(make_pool) -> None:
     assert result.receipt.candidate_sha256 == candidate_sha(job)
 
 
+async def test_the_window_check_reaches_the_workers(make_pool) -> None:
+    """Issue 46: `window_check` of the pool's config reaches its workers' evaluators, every backend."""
+    pool = await make_pool(window_check=True)
+    results = [await pool.evaluate(make_job("cpu_fast", variant=i)) for i in range(2)]  # the second: baselines cached
+    checked = results[-1]
+    if checked.status is EvalStatus.INFRA_ERROR:  # this machine was busy: the check said so, not another reward
+        assert checked.error.startswith("machine loaded"), checked.error
+    else:
+        assert checked.status is EvalStatus.OK, checked.error
+        assert "eager_window_check" in checked.timings
+
+
 async def test_cheat_is_a_violation(make_pool) -> None:
     pool = await make_pool()
     result = await pool.evaluate(make_job("cpu_cheat"))
