@@ -43,7 +43,7 @@ from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
 from cuda_agent.sandbox_pool.harness.reference import PreparedReference
 from cuda_agent.sandbox_pool.harness.preparation import ReferenceAhead, draw_seed, prepare_reference
 from cuda_agent.sandbox_pool.harness.runner import ChildProcess, Zygote
-from cuda_agent.sandbox_pool.harness.session import CandidateSession
+from cuda_agent.sandbox_pool.harness.session import CandidateSession, SessionSetting
 from cuda_agent.sandbox_pool.harness.static_check import check_candidate
 from cuda_agent.sandbox_pool.harness.verdict import fail, finish
 from cuda_agent.sandbox_pool.harness.workdir import new_work_folder
@@ -458,9 +458,14 @@ class _Run:
                 child.kill()
                 raise
             verify = self.stage("verify", ok=None)
-            session = CandidateSession(self, prepared, work, region)
+            session = CandidateSession(SessionSetting(device=self.ev.device, options=self.opts, atol=self.atol,
+                                                      rtol=self.rtol, result=self.result, lease=self.lease,
+                                                      stage=self.stage), prepared, work, region)
             session.marks.append(("reference prepared", time.monotonic() - t0))
-            ok = await session.run(verify, child)
+            try:
+                ok = await session.run(verify, child)
+            finally:
+                self.neighbour_sensitive = session.neighbour_sensitive
         finally:
             await self.lease.release()
             await self.lease.child_ended()  # the child is dead (session.run kills it)

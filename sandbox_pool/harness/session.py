@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 import torch
 
@@ -42,7 +43,8 @@ from cuda_agent.sandbox_pool.harness.messages import (
     log_number,
     parse,
 )
-from cuda_agent.sandbox_pool.harness.models import EvalStatus, StageOutcome
+from cuda_agent.sandbox_pool.harness.gate import Lease
+from cuda_agent.sandbox_pool.harness.models import EvalOptions, EvalResult, EvalStatus, StageOutcome
 from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion
 from cuda_agent.sandbox_pool.harness.outputs import OutputFormatError, OutputMismatch, read_outputs
 from cuda_agent.sandbox_pool.harness.protocol import output_file
@@ -50,9 +52,6 @@ from cuda_agent.sandbox_pool.harness.reference import PreparedReference, own_str
 from cuda_agent.sandbox_pool.harness.runner import ChildEnded, ChildProcess, ChildTimeout, describe_exit
 from cuda_agent.sandbox_pool.harness.stats import timing_stats
 from cuda_agent.sandbox_pool.harness.verdict import fail
-
-if TYPE_CHECKING:
-    from cuda_agent.sandbox_pool.harness.evaluator import _Run
 
 POLL_S = 0.05
 OUT_OF_MEMORY = torch.OutOfMemoryError.__name__
@@ -125,14 +124,35 @@ class Protocol:
         self.state = "trials passed"
 
 
-class CandidateSession:
-    """Drives one candidate child through verification and timing, judging each message."""
+@dataclass
+class SessionSetting:
+    """What a candidate session needs from its evaluation (evaluator.py), given to it: the session writes its
+    verdict into `result` and the stages it decides through `stage`, and uses the device through `lease`."""
 
-    def __init__(self, run: "_Run", prepared: PreparedReference, work: str, region: OutputRegion | None = None) -> None:
-        self.run_ = run
+    device: str
+    options: EvalOptions
+    atol: float
+    rtol: float
+    result: EvalResult
+    lease: Lease
+    stage: Callable[..., StageOutcome]
+    """`stage(name, **fields)`: the evaluation's outcome of stage `name`, recorded in `result`."""
+
+
+class CandidateSession:
+    """Drives one candidate child through verification and timing, judging each message.
+
+    Besides the verdict in `setting.result`, it tells its evaluation whether a neighbour could have caused
+    it (`neighbour_sensitive`: the timer's disagreement while other evaluations shared the device)."""
+
+    def __init__(self, setting: SessionSetting, prepared: PreparedReference, work: str,
+                 region: OutputRegion | None = None) -> None:
+        self.setting = setting
+        self.opts = setting.options
         self.region = region
         self.region_reads = self.file_reads = 0
-        self.result = run.result
+        self.result = setting.result
+        self.neighbour_sensitive = False
         self.prepared = prepared
         self.work = work
         self.marks: list[tuple[str, float]] = []
@@ -145,7 +165,7 @@ class CandidateSession:
         self.timed_prints: dict[int, list[torch.Tensor]] = {}  # the candidate's prints of timed twins' bases
         self.influence_ratios: list[float] = []
         self.judged_on_cpu = 0  # judging steps the device had no memory for (`judge`)
-        self.lease = run.lease
+        self.lease = setting.lease
         self.protocol = Protocol(len(prepared.trial_draws))
         self.exclusive_s = 0.0
         self._exclusive_since: float | None = None
@@ -160,13 +180,13 @@ class CandidateSession:
         try:
             while True:
                 # The candidate's time limit does not count the time spent waiting for the device.
-                deadline = start + self.run_.opts.run_timeout_s + lease.waited_s
+                deadline = start + self.opts.run_timeout_s + lease.waited_s
                 if lease.mode != "exclusive":
                     lease.check_preempted()
                 try:
                     message = parse(await child.receive(min(deadline, time.monotonic() + POLL_S)))
                 except ChildTimeout:
-                    if time.monotonic() < start + self.run_.opts.run_timeout_s + lease.waited_s:
+                    if time.monotonic() < start + self.opts.run_timeout_s + lease.waited_s:
                         continue
                     raise
                 wrong = message if isinstance(message, str) else self.protocol.accept(
@@ -183,7 +203,7 @@ class CandidateSession:
                 if verdict is not None:
                     return verdict
         except ChildTimeout:
-            fail(self.result, EvalStatus.TIMEOUT, f"the candidate did not finish within {self.run_.opts.run_timeout_s:.0f} s")
+            fail(self.result, EvalStatus.TIMEOUT, f"the candidate did not finish within {self.opts.run_timeout_s:.0f} s")
         except ChildEnded as exc:
             fail(self.result, EvalStatus.CRASH, f"the candidate process died ({describe_exit(exc.exitcode)})")
         finally:
@@ -349,7 +369,7 @@ class CandidateSession:
         return False
 
     def _check_trial(self, k: int, layout: list[Any]) -> str | None:
-        (outputs, mismatch), on_cpu = judge(self.run_.ev.device, self._read_and_compare, k, layout)
+        (outputs, mismatch), on_cpu = judge(self.setting.device, self._read_and_compare, k, layout)
         self.judged_on_cpu += on_cpu
         if any(isinstance(entry, dict) and entry.get("shared") for entry in layout):
             self.region_reads += 1
@@ -366,7 +386,7 @@ class CandidateSession:
             outputs = read_outputs(os.path.join(self.work, output_file(k)), layout, device, self.region, reference)
         except OutputMismatch as exc:  # other outputs than the reference's: wrong, and not read
             return [], str(exc)
-        return outputs, compare_outputs(outputs, on_device(reference, device), self.run_.atol, self.run_.rtol,
+        return outputs, compare_outputs(outputs, on_device(reference, device), self.setting.atol, self.setting.rtol,
                                         self.prepared.native_scales)
 
     def _cpu_note(self) -> str:
@@ -386,7 +406,7 @@ class CandidateSession:
         def responses(device: str) -> tuple[str | None, list[float]]:
             return influence_mismatch(*(on_device(values, device) for values in pairs), twin.perturb_fraction)
 
-        (mismatch, ratios), on_cpu = await asyncio.to_thread(judge, self.run_.ev.device, responses)
+        (mismatch, ratios), on_cpu = await asyncio.to_thread(judge, self.setting.device, responses)
         self.judged_on_cpu += on_cpu
         self.influence_ratios += ratios
         if mismatch:
@@ -432,7 +452,7 @@ class CandidateSession:
         return None
 
     def timing_violation(self, problem: str) -> bool:
-        self.run_.stage("profile", ok=False)
+        self.setting.stage("profile", ok=False)
         fail(self.result, EvalStatus.VIOLATION, problem, [problem])
         return False
 
@@ -448,7 +468,7 @@ class CandidateSession:
         tampered = self.child.clock.tampering(len(self.prepared.timing_draws))
         if tampered:
             problems.append(tampered)
-        profile = self.run_.stage("profile", ok=not problems)
+        profile = self.setting.stage("profile", ok=not problems)
         if problems or samples is None:
             fail(self.result, EvalStatus.VIOLATION, problems[0], problems)
             return False
@@ -461,9 +481,9 @@ class CandidateSession:
         # Judged only where the stamps are read quietly (clock.py): read as they arrived, they let the parent
         # preempt the child inside the window, and an honest kernel in a depth-3 CPU pool showed 0.27.
         clock = self.child.clock
-        agreement = clock.cpu_agreement(samples) if self.run_.ev.device == "cpu" else None
+        agreement = clock.cpu_agreement(samples) if self.setting.device == "cpu" else None
         if clock.quiet and agreement is not None and agreement < CPU_AGREEMENT:
-            self.run_.neighbour_sensitive = True  # shared with other evaluations: confirmed by a solo run
+            self.neighbour_sensitive = True  # shared with other evaluations: confirmed by a solo run
             return self.timing_violation(
                 f"every timed call reported at most {agreement:.0%} of the time observed from outside the candidate's "
                 f"process ({CPU_SLACK_US:.0f} us of slack included; on a CPU both clocks bracket the same call): the "
