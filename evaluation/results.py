@@ -58,7 +58,8 @@ class RunResult(BaseModel):
     wall_s: float = Field(0.0, ge=0, description="Wall time of the sample, evaluation included.")
     error: str = Field("", description="Failure reason ('' if none).")
     evaluation: dict[str, Any] | None = Field(
-        None, description="The evaluator's verdicts and timing receipt (stages, receipt, timings) for drill-down."
+        None, description="The evaluator's verdicts, timing receipt and warnings (stages, receipt, timings, "
+        "violations, warnings, wall_s) for drill-down."
     )
     created: str = Field("", description="When the sample finished, ISO-8601 UTC.")
 

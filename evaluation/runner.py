@@ -288,10 +288,11 @@ def _preload() -> None:
 
 
 def _evaluation(result: EvalResult | None) -> dict[str, Any] | None:
-    """The evaluator's verdicts per stage and its timing receipt, logs cut for the results line."""
+    """The evaluator's verdicts per stage, its timing receipt and its warnings (a reward lowered by the timings'
+    confidence intervals, a load seen in the timing window), logs cut for the results line."""
     if result is None:
         return None
-    data = result.model_dump(mode="json", include={"stages", "receipt", "timings", "violations", "wall_s"})
+    data = result.model_dump(mode="json", include={"stages", "receipt", "timings", "violations", "warnings", "wall_s"})
     for stage in (data.get("stages") or {}).values():
         log = stage.get("log") or ""
         if len(log) > MAX_LOG_CHARS:

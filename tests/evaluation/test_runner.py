@@ -97,6 +97,7 @@ def test_task_solved_in_several_turns(agentic_run):
     assert line["speedup_vs_eager"] > 0 and line["eager_us"] > 0 and line["runtime_us"] > 0  # CPU times under load: noise
     assert line["model"] == MODEL and line["mode"] == "agentic" and line["tokens"] > 0
     assert line["evaluation"]["stages"]["compile"]["ok"] is True and line["evaluation"]["receipt"]["device_name"]
+    assert isinstance(line["evaluation"]["warnings"], list)  # where a lowered reward or a load is said
 
 
 def test_trajectory_records_are_written(agentic_run):
