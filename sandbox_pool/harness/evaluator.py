@@ -210,6 +210,8 @@ class Evaluator:
         if notes:
             device = result.stages.setdefault("device", StageOutcome(ran=True, ok=True))
             device.log = "; ".join(notes) + ("; this result is from a solo run" if solo else "")
+            if result.status is EvalStatus.INFRA_ERROR:  # what ran out, and what was tried, where the user reads
+                result.error = f"{result.error} (before: {'; '.join(notes)})"
         return result
 
     def child_need(self, problem: Problem) -> int:

@@ -91,6 +91,7 @@ def test_an_evaluation_that_runs_out_alone_is_an_infra_error_naming_device_memor
     assert result.status is EvalStatus.INFRA_ERROR
     assert result.error.startswith("out of device memory, alone on the device"), result.error
     assert "re-run solo" in result.stages["device"].log
+    assert "(before: out of device memory while sharing the device" in result.error  # what the pool tried
 
 
 def test_a_candidate_raising_out_of_memory_gets_its_own_verdict(evaluate_cpu) -> None:
