@@ -33,6 +33,10 @@ def run(
     tasks_re: Optional[str] = typer.Option(None, "--tasks", help="Only task ids matching this regular expression."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks."),
     solutions: Optional[Path] = typer.Option(None, "--solutions", help="Re-score DIR/<task_id>/model_new.py + kernels/ (no model)."),
+    demonstrate: bool = typer.Option(
+        False, "--demonstrate", help="With --solutions: write each solution through the agent's tools (a scripted "
+        "agent; trajectory records marked as demonstrations, for rejection fine-tuning) instead of re-scoring it; "
+        "tasks without a solution folder are skipped."),
     mode: str = typer.Option("agentic", "--mode", help="agentic | single-turn."),
     device: Optional[str] = typer.Option(None, "--device", help="cuda | cpu (default: cuda; a dataset row's own)."),
     samples: int = typer.Option(1, "--samples", min=1, help="Samples per task (pass@k when > 1)."),
@@ -59,6 +63,7 @@ def run(
     """Run the training agent on tasks against an OpenAI-compatible endpoint; write results and trajectories.
 
     Example: cuda-agent run --kernelbench KernelBench --level 1 --base-url http://localhost:8000/v1 --model my-ckpt --out runs/ckpt.jsonl
+    Demonstrations: cuda-agent run --dataset tasks.parquet --solutions best/ --demonstrate --records traj/ --out demos.jsonl
     """
     from cuda_agent.evaluation.client import EndpointConfig, check_endpoint
 
@@ -76,6 +81,8 @@ def run(
                                   retries=retries, backoff_s=backoff, temperature=temperature, max_tokens=max_tokens)
     elif not solutions.is_dir():
         raise ConfigError(f"--solutions {solutions} is not a folder; it holds <task_id>/model_new.py + kernels/")
+    if demonstrate and solutions is None:
+        raise ConfigError("--demonstrate writes known solutions through the tools: give them with --solutions DIR")
     if endpoint is not None:
         # before anything heavy loads: a wrong URL or model fails fast; a broken model list is only a warning
         for warning in asyncio.run(check_endpoint(endpoint)):
@@ -87,8 +94,10 @@ def run(
     tasks = load_tasks(dataset, problems, kernelbench, level, device, tasks_re, limit)
     reward = RewardOptions(precision_policy=precision_policy, eval_timeout_s=eval_timeout, pool_address=pool)
     config = RunConfig(
-        mode="solutions" if solutions is not None else mode, samples=samples, concurrency=concurrency, results=out,
-        records=None if no_records or solutions is not None else (records or out.with_name(out.stem + ".trajectories")),
+        mode=("demonstrations" if demonstrate else "solutions") if solutions is not None else mode, samples=samples,
+        concurrency=concurrency, results=out,
+        records=None if no_records or (solutions is not None and not demonstrate)
+        else (records or out.with_name(out.stem + ".trajectories")),
         loop=CudaAgentLoopConfig(
             limits=LoopLimits(max_turns=max_turns, max_total_tokens=max_total_tokens,
                               max_observation_chars=max_observation_chars),
@@ -98,6 +107,14 @@ def run(
     if config.mode == "solutions" and samples != 1:
         raise ConfigError("--samples applies to model runs; re-scoring solutions has one sample per task")
     runner = Runner(config, endpoint, preflight=False)  # checked above
+    if demonstrate:
+        missing = len(tasks) - len(runner.runnable(tasks))
+        if missing == len(tasks):
+            raise ConfigError(f"no task has a solution folder under {solutions} (expected {solutions}/<task_id>/ with "
+                              "model_new.py and kernels/); task ids: " + ", ".join(t.task_id for t in tasks[:5]))
+        if missing:
+            typer.echo(f"{missing} of {len(tasks)} task(s) have no solution folder under {solutions}: not demonstrated",
+                       err=True)
     summary = asyncio.run(_run_with_progress(runner, tasks))
     line = (f"{summary.done} run, {summary.skipped} already finished; pass {summary.passed}, faster than compile "
             f"{summary.faster_than_compile}, excluded (endpoint/infra) {summary.excluded}; results: {out}")

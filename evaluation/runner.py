@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.evaluation.chat_policy import ChatPolicy
 from cuda_agent.evaluation.client import ChatClient, EndpointConfig, EndpointError
+from cuda_agent.evaluation.demonstration import DemonstrationPolicy
 from cuda_agent.evaluation.results import ENDPOINT_ERROR, INFRA_ERROR, ResultsFile, RunResult
 from cuda_agent.evaluation.tasks import Task
 from cuda_agent.recipe.loop_config import CudaAgentLoopConfig, LoopLimits
@@ -35,7 +36,7 @@ from cuda_agent.sandbox_pool.harness import EvalResult, EvalStatus
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["agentic", "single-turn", "solutions"]
+Mode = Literal["agentic", "single-turn", "solutions", "demonstrations"]
 TIME_LIMIT = "time_limit"
 """Stop reason of a trajectory cut by --task-timeout (its workspace is still evaluated)."""
 MAX_LOG_CHARS = 4000
@@ -46,7 +47,8 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    mode: Mode = Field("agentic", description="agentic, single-turn or solutions.")
+    mode: Mode = Field("agentic", description="agentic, single-turn, solutions (re-scored) or demonstrations (the "
+                       "solutions written through the tools by a scripted agent: evaluation/demonstration.py).")
     samples: int = Field(1, ge=1, description="Samples per task.")
     concurrency: int = Field(4, ge=1, description="(task, sample) pairs in flight at once.")
     results: Path = Field(description="Results JSONL (appended; finished pairs are skipped).")
@@ -54,7 +56,8 @@ class RunConfig(BaseModel):
     loop: CudaAgentLoopConfig = Field(default_factory=CudaAgentLoopConfig, description="Limits, sandbox, SKILL.md.")
     reward: RewardOptions = Field(default_factory=RewardOptions, description="Reward schedule and pool.")
     task_timeout_s: float | None = Field(None, gt=0, description="Wall limit of one trajectory (then evaluated).")
-    solutions: Path | None = Field(None, description="Folder of <task_id>/model_new.py + kernels/ (mode solutions).")
+    solutions: Path | None = Field(None, description="Folder of <task_id>/model_new.py + kernels/ (modes solutions "
+                                   "and demonstrations).")
 
 
 class RunSummary(BaseModel):
@@ -79,8 +82,10 @@ class Runner:
     def __init__(self, config: RunConfig, endpoint: EndpointConfig | None, *, preflight: bool = True):
         """`preflight`: check the endpoint before the first task (``ChatClient.check``); False where the caller
         already did (the CLI checks before anything heavy loads)."""
-        if config.mode != "solutions" and endpoint is None:
-            raise ValueError("an endpoint is needed unless re-scoring solutions")
+        if config.mode not in ("solutions", "demonstrations") and endpoint is None:
+            raise ValueError("an endpoint is needed unless re-scoring or demonstrating solutions")
+        if config.mode in ("solutions", "demonstrations") and config.solutions is None:
+            raise ValueError(f"mode {config.mode} needs the solutions folder")
         self.config = config
         self.endpoint = endpoint
         self.preflight = preflight
@@ -92,12 +97,18 @@ class Runner:
 
     def pending(self, tasks: list[Task]) -> list[tuple[Task, int]]:
         finished = self.results.finished()
-        return [(task, sample) for task in tasks for sample in range(self.config.samples)
+        return [(task, sample) for task in self.runnable(tasks) for sample in range(self.config.samples)
                 if (task.task_id, sample) not in finished]
+
+    def runnable(self, tasks: list[Task]) -> list[Task]:
+        """The tasks this run can do: all, except in demonstrations mode those without a solution folder."""
+        if self.config.mode != "demonstrations":
+            return tasks
+        return [task for task in tasks if self._solution_folder(task).is_dir()]
 
     async def run(self, tasks: list[Task], on_result: ProgressHook | None = None) -> RunSummary:
         pending = self.pending(tasks)
-        summary = RunSummary(total=len(tasks) * self.config.samples)
+        summary = RunSummary(total=len(self.runnable(tasks)) * self.config.samples)
         summary.skipped = summary.total - len(pending)
         if not pending:
             return summary
@@ -145,12 +156,19 @@ class Runner:
         metrics = TrajectoryMetrics()
         schemas = self._tool_schemas() if self.config.mode == "agentic" else None
         limits = self._limits(task)
-        assert self.client is not None
-        policy = ChatPolicy(self.client, schemas, limits.max_total_tokens)
+        policy: ChatPolicy | DemonstrationPolicy
+        if self.config.mode == "demonstrations":
+            from cuda_agent.reward_fns.scoring import load_snapshot
+
+            schemas = self._tool_schemas()
+            policy = DemonstrationPolicy(load_snapshot(self._solution_folder(task)), schemas)
+        else:
+            assert self.client is not None
+            policy = ChatPolicy(self.client, schemas, limits.max_total_tokens)
         messages = self._messages(task, spec)
         error: str | None = None
         try:
-            if self.config.mode == "agentic":
+            if self.config.mode in ("agentic", "demonstrations"):
                 verdict = await self._agentic(spec, messages, policy, limits, metrics)
             else:
                 verdict = await self._single_turn(spec, messages, policy, limits, metrics)
@@ -193,7 +211,7 @@ class Runner:
         from cuda_agent.reward_fns.scoring import evaluate_files, load_snapshot, no_answer_result, reward_info
 
         assert self.config.solutions is not None
-        folder = self.config.solutions / task.task_id
+        folder = self._solution_folder(task)
         try:
             files = load_snapshot(folder) if folder.is_dir() else {}
         except WorkspaceError as exc:
@@ -217,6 +235,15 @@ class Runner:
             metrics.stop_reason = TIME_LIMIT
 
     # -- building blocks -------------------------------------------------------------------
+    @property
+    def demonstration_source(self) -> str | None:
+        """What a demonstration record names as its source ("solutions:<folder>"); None for a model's runs."""
+        return f"solutions:{self.config.solutions}" if self.config.mode == "demonstrations" else None
+
+    def _solution_folder(self, task: Task) -> Path:
+        assert self.config.solutions is not None
+        return self.config.solutions / task.task_id
+
     def _tool_schemas(self) -> list[dict[str, Any]]:
         if self._schemas is None:
             from cuda_agent.recipe.environment import tool_schemas
@@ -244,10 +271,10 @@ class Runner:
         return build_messages(prompt, self._skill, spec)
 
     def _result(self, task: Task, sample: int, verdict: Verdict | None, metrics: TrajectoryMetrics,
-                policy: ChatPolicy | None, started: float, error: str | None = None) -> RunResult:
+                policy: "ChatPolicy | DemonstrationPolicy | None", started: float, error: str | None = None) -> RunResult:
         common: dict[str, Any] = dict(
             task_id=task.task_id, level=task.level, data_source=task.data_source, sample=sample,
-            mode=self.config.mode, model=self.endpoint.model if self.endpoint and self.config.mode != "solutions" else None,
+            mode=self.config.mode, model=self.endpoint.model if self.endpoint and self.config.mode in ("agentic", "single-turn") else None,
             turns=metrics.turns, stop_reason=metrics.stop_reason or None, wall_s=time.monotonic() - started,
             tokens=policy.context_tokens if policy and policy.prompt_tokens is not None else None,
             completion_tokens=policy.completion_tokens if policy and policy.requests else None, created=now_utc(),
@@ -268,14 +295,14 @@ class Runner:
         )
 
     def _write_record(self, task: Task, sample: int, messages: list[dict[str, Any]], schemas: list[dict[str, Any]],
-                      result: RunResult, policy: ChatPolicy) -> None:
+                      result: RunResult, policy: "ChatPolicy | DemonstrationPolicy") -> None:
         assert self.writer is not None
         record = TrajectoryRecord(
             messages=messages, tools=schemas, reward=result.reward, status=result.status,
             infra_failure=result.excluded, task_id=task.task_id, data_source=task.data_source, sample=sample,
             turns=result.turns, prompt_tokens=policy.prompt_tokens, response_tokens=policy.response_tokens,
             stop_reason=result.stop_reason, flags=flags_from_messages(messages, schemas), model=result.model,
-            created=result.created,
+            created=result.created, demonstration=self.demonstration_source,
         )
         self.writer.write(record)
 

@@ -40,19 +40,10 @@ def _solution_files(device: str, name: str) -> dict[str, str]:
 
 
 def _scripted_calls(device: str) -> list[tuple[str, dict]]:
-    """What the stand-in model does, as (tool name, arguments) pairs."""
-    calls: list[tuple[str, dict]] = [
-        ("Read", {"file_path": "model.py"}),
-        ("Bash", {"command": "python3 -m utils.profiling 2>&1 | head -20", "timeout": 600_000}),
-    ]
-    for path, content in _solution_files(device, f"{device}_fast").items():
-        calls.append(("Write", {"file_path": path, "content": content}))
-    calls += [
-        ("Bash", {"command": "bash utils/compile.sh", "timeout": 600_000}),
-        ("Bash", {"command": "python3 -m utils.verification", "timeout": 600_000}),
-        ("Bash", {"command": "python3 -m utils.profiling 2>&1 | tail -4", "timeout": 600_000}),
-    ]
-    return calls
+    """What the stand-in model does, as (tool name, arguments) pairs: the fast solution's demonstration."""
+    from cuda_agent.evaluation.demonstration import demonstration_calls
+
+    return demonstration_calls(_solution_files(device, f"{device}_fast"))
 
 
 async def _agent_session(device: str, root: Path, console: Console) -> tuple[str, list]:

@@ -90,6 +90,9 @@ class TrajectoryRecord(BaseModel):
     flags: TrajectoryFlags = Field(description="Pattern counts (see TrajectoryFlags).")
     model: str | None = Field(None, description="The policy's name or path.")
     created: str = Field(description="When the trajectory finished, ISO-8601 UTC.")
+    demonstration: str | None = Field(
+        None, description="The source of a demonstration (a known solution written through the real tools by a "
+        "scripted agent, cuda_agent.evaluation.demonstration: 'solutions:<folder>'); None for a policy's rollout.")
 
     @field_validator("messages")
     @classmethod
@@ -364,6 +367,7 @@ def row_schema(tools_type):
             ("flags", flags),
             ("model", pa.string()),
             ("created", pa.string()),
+            ("demonstration", pa.string()),
         ]
     )
 

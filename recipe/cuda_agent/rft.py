@@ -63,6 +63,8 @@ class RftReport(BaseModel):
 
     read: int = Field(description="Trajectories read.")
     kept: int = Field(description="Trajectories written.")
+    demonstrations: int = Field(0, description="Of those kept, demonstrations (`TrajectoryRecord.demonstration`): "
+                                "known solutions written through the tools, not the policy's own rollouts.")
     rules: list[RuleCount] = Field(description="Per rule, in order.")
     output: str | None = Field(None, description="The parquet file written.")
 
@@ -138,7 +140,8 @@ def filter_records(
             counts[tripped[0]].dropped += 1
         else:
             kept.append(record)
-    return kept, RftReport(read=read, kept=len(kept), rules=list(counts.values()))
+    return kept, RftReport(read=read, kept=len(kept), demonstrations=sum(r.demonstration is not None for r in kept),
+                           rules=list(counts.values()))
 
 
 def run_filter(paths: list[Path], out: Path, thresholds: RftThresholds) -> RftReport:

@@ -46,7 +46,8 @@ def filter_cmd(
     if as_json:
         typer.echo(json.dumps(report.model_dump(), indent=2))
         return
-    table = Table(title=f"rft filter: kept {report.kept} of {report.read} -> {report.output}")
+    demos = f" ({report.demonstrations} of them demonstrations)" if report.demonstrations else ""
+    table = Table(title=f"rft filter: kept {report.kept} of {report.read}{demos} -> {report.output}")
     for column in ("rule", "allows", "dropped", "tripped"):
         table.add_column(column, justify="left" if column in ("rule", "allows") else "right")
     for count in report.rules:

@@ -6,6 +6,11 @@
 #   2 merge    python -m verl.model_merger (stage-1 actor)  -> $WORK_DIR/stage1_hf/  (Hugging Face)
 #   3 collect  agentic rollouts of the stage-1 model
 #              (trainer.val_only=true, loop trajectory_dir) -> $WORK_DIR/trajectories/ (records)
+#   3b demonstrate  (only with DEMONSTRATIONS=DIR of <task_id>/model_new.py + kernels/) each collect task's
+#              known solution written through the agent's tools by a scripted agent, recorded as a
+#              demonstration beside the collected trajectories (cuda-agent run --demonstrate): a small
+#              model rarely earns a positive reward, and the filter keeps only those
+#                                                           -> $WORK_DIR/trajectories/run-*.jsonl
 #   4 filter   cuda-agent rft filter                        -> $WORK_DIR/sft.parquet
 #   5 rft      verl.trainer.sft_trainer (run_rft.sh)        -> $WORK_DIR/rft/, $WORK_DIR/rft_hf -> its last HF folder
 #   6 value    value pre-training (run_value_pretrain.sh)   -> $WORK_DIR/critic/     (critic.model.path)
@@ -23,7 +28,8 @@
 # `cuda-agent pool serve`); BASELINE_CACHE (the pool's cache folder, its $CUDA_AGENT_CACHE; default this
 # shell's $CUDA_AGENT_CACHE, else ~/.cache/cuda_agent: run the baselines stage on the pool's GPU model);
 # BASELINE_JOBS (parallel torch.compile warm-up, 14); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage
-# scripts; STAGES (the stages to run, default all: "baselines stage1 merge collect filter rft value
+# scripts; DEMONSTRATIONS (a folder of known solutions, <task_id>/model_new.py + kernels/: the demonstrate
+# stage); STAGES (the stages to run, default all: "baselines stage1 merge collect demonstrate filter rft value
 # stage4"); DRY_RUN=1 prints every stage's
 # full command instead of running it. Per-stage Hydra overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS,
 # VALUE_ARGS, STAGE4_ARGS (space-separated).
@@ -35,7 +41,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 : "${SINGLE_TURN_FILES:?set SINGLE_TURN_FILES to the single-turn training parquet}"
 : "${AGENTIC_FILES:?set AGENTIC_FILES to the agentic training parquet}"
 : "${WORK_DIR:?set WORK_DIR to the folder every stage writes under}"
-STAGES="${STAGES:-baselines stage1 merge collect filter rft value stage4}"
+STAGES="${STAGES:-baselines stage1 merge collect demonstrate filter rft value stage4}"
 DRY_RUN="${DRY_RUN:-0}"
 COLLECT_FILES="${COLLECT_FILES:-$AGENTIC_FILES}"
 
@@ -126,6 +132,12 @@ yaml.safe_dump(e, open(sys.argv[2], 'w'))" "$HERE/config/agent_loops.yaml" "$loo
     actor_rollout_ref.rollout.agent.agent_loop_config_path="$loops" \
     trainer.default_local_dir="$WORK_DIR/collect" "${collect_args[@]}"
   mark_done "$TRAJECTORIES"
+fi
+
+if wants demonstrate && [[ -n "${DEMONSTRATIONS:-}" ]]; then
+  run demonstrate "$WORK_DIR/demonstrations.done" python3 -m cuda_agent.cli.main run --dataset "$COLLECT_FILES" \
+    --solutions "$DEMONSTRATIONS" --demonstrate --records "$TRAJECTORIES" --out "$WORK_DIR/demonstrations.jsonl"
+  [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/demonstrations.done"
 fi
 
 if wants filter; then

@@ -106,6 +106,20 @@ def test_pipeline_dry_run_prints_every_stage_chained(tmp_path):
     assert not work.exists()  # a dry run writes nothing
 
 
+def test_pipeline_writes_demonstrations_beside_the_collected_trajectories(tmp_path):
+    """Issue 44: with DEMONSTRATIONS, known solutions are written through the tools after the collection and
+    before the filter, their records in the trajectories folder the filter and the value pre-training read."""
+    work = tmp_path / "work"
+    env = {**PIPELINE_ENV, "WORK_DIR": str(work), "DEMONSTRATIONS": "/d/solutions"}
+    lines = _script("run_pipeline.sh", env, cwd=tmp_path).stdout.strip().splitlines()
+    assert len(lines) == 12
+    demonstrate = lines[6]
+    assert demonstrate.split() == ["python3", "-m", "cuda_agent.cli.main", "run", "--dataset", "/d/agentic.parquet",
+                                   "--solutions", "/d/solutions", "--demonstrate", "--records", f"{work}/trajectories",
+                                   "--out", f"{work}/demonstrations.jsonl"]
+    assert "collect_agent_loops.yaml" in lines[5] and "rft filter" in lines[7]
+
+
 def test_pipeline_measures_baselines_into_the_pools_cache(tmp_path):
     env = {**PIPELINE_ENV, "WORK_DIR": str(tmp_path / "work"), "STAGES": "baselines", "BASELINE_CACHE": "/pool/cache",
            "BASELINE_JOBS": "6", "COLLECT_FILES": "/d/collect.parquet"}
