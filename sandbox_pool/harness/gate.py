@@ -16,10 +16,11 @@ writer-preferring readers-writer lock over one device, on the event loop:
 
 On a GPU, a child is also admitted only while its memory fits (`DeviceGate.memory_budget`): the sum of the
 estimated needs of the children alive on the device, its own included, must stay within the budget (the
-device's memory less what this process holds and a headroom), else it waits until a child ends; a child that
-would be alone on the device is never held back (it runs, and an out-of-memory error there is its own). A
-child is started before its task's call size is known (beside the reference's preparation); once it is, the
-child's need grows (`Lease.grow_need`) and the child waits, before it draws anything large, until that fits.
+device's memory less a headroom and less what anything but those children holds: `device_memory.budget_bytes`),
+else it waits until a child ends or the budget grows; a child that would be alone on the device is never held
+back (it runs, and an out-of-memory error there is its own). A child is started before its task's call size is
+known (beside the reference's preparation); once it is, the child's need grows (`Lease.grow_need`) and the
+child waits, before it draws anything large, until that fits.
 
 Each evaluation holds a `Lease`, which records whether any other evaluation child was alive on
 the device at the same time as its own (`overlapped`), how long it waited for the gate
