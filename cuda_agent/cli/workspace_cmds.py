@@ -61,6 +61,10 @@ def eval_cmd(
                                            "baselines again (replacing the cached ones); implies --no-cache."),
     pool: Optional[str] = typer.Option(None, "--pool", help="Evaluate in the pool at this address (a socket "
                                        "path or ray://NAME); default $CUDA_AGENT_POOL, else an embedded evaluator."),
+    window_check: bool = typer.Option(
+        False, "--window-check", help="Time the eager reference again in the candidate's window and refuse a reward "
+        "timed under a load the cached baselines were not (infra_error 'machine loaded', exit 3); embedded "
+        "evaluator only (a pool decides for itself: `cuda-agent pool serve --window-check`)."),
 ) -> None:
     """Evaluate the workspace's candidate: static check, compile, verify, profile, reward.
 
@@ -84,9 +88,13 @@ def eval_cmd(
                   options=options, task_id=str(directory))
     check_problem_source(job.problem_src, str(directory / "model.py"))
     address = pool or os.environ.get(ENV_ADDRESS) or None
+    if window_check and address:
+        raise ConfigError(f"--window-check applies to the embedded evaluator; the pool at {address} decides for itself "
+                          "(serve it with `cuda-agent pool serve --window-check`)")
     with json_stdout(as_json) as stdout, progress(f"evaluating {directory} on {dev}"
                                                    + (f" in the pool at {address}" if address else "")):
-        result = asyncio.run(_evaluate(job, address, use_cache=not (no_cache or refresh_baselines)))
+        result = asyncio.run(_evaluate(job, address, use_cache=not (no_cache or refresh_baselines),
+                                       window_check=window_check))
         if as_json:
             stdout.write(json.dumps(result.to_public_json()) + "\n")
     if not as_json:
@@ -99,8 +107,9 @@ def eval_cmd(
         raise typer.Exit(3)
 
 
-async def _evaluate(job, address: str | None, *, use_cache: bool):  # noqa: ANN001, ANN202 - harness types load lazily
-    """In the pool at `address`, else a one-shot embedded evaluator (with its result cache)."""
+async def _evaluate(job, address: str | None, *, use_cache: bool, window_check: bool = False):  # noqa: ANN001, ANN202
+    """In the pool at `address`, else a one-shot embedded evaluator (with its result cache; with the window
+    check if `window_check`). Harness types load lazily."""
     from cuda_agent.sandbox_pool.harness.problem import load_problem
 
     if address:
@@ -113,7 +122,13 @@ async def _evaluate(job, address: str | None, *, use_cache: bool):  # noqa: ANN0
 
     # The one-shot path loads the reference (same exit 2) only after the static check and the
     # result cache, which answer without importing torch.
-    return await evaluate_oneshot(job, use_cache=use_cache, before_evaluation=lambda: load_problem(job.problem_src))
+    config = None
+    if window_check:  # EvaluatorConfig imports torch: only when asked for
+        from cuda_agent.sandbox_pool.harness.evaluator import EvaluatorConfig
+
+        config = EvaluatorConfig(device=job.device, window_check=True)
+    return await evaluate_oneshot(job, config=config, use_cache=use_cache,
+                                  before_evaluation=lambda: load_problem(job.problem_src))
 
 
 def result_table(result, title: str) -> Table:  # noqa: ANN001 - EvalResult, imported lazily

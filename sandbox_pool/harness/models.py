@@ -200,6 +200,7 @@ class EvalResult(BaseModel):
             "speedup_vs_eager": self.speedup_vs_eager,
             "speedup_vs_compile": self.speedup_vs_compile,
             "violations": list(self.violations),
+            "warnings": list(self.warnings),
             "error": self.error,
             "precision_policy": self.precision_policy.value,
             "log": self.failed_stage_log(),

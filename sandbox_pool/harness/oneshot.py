@@ -73,8 +73,9 @@ def default_cache_dir() -> Path:
 
 def _settings(config: "EvaluatorConfig | None", isolate: bool, memory_mb: int) -> dict[str, object]:
     if config is not None:
+        checked = {"window_check": True} if config.window_check else {}  # keys without the check stay as they were
         return {"isolate": config.isolate, "cpu_memory_limit_mb": config.cpu_memory_limit_mb,
-                "device_index": config.device_index}
+                "device_index": config.device_index, **checked}
     return {"isolate": isolate, "cpu_memory_limit_mb": memory_mb, "device_index": 0}
 
 

@@ -75,3 +75,25 @@ def test_a_problem_file_that_prints_leaves_the_json_alone(broken_workspace: Path
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "ok" and done.stdout.count("\n") == 1
     assert "noise from model.py" in done.stderr  # the reference ran in this process; its print went to stderr
+
+
+@pytest.mark.slow
+def test_eval_with_the_window_check_times_the_reference_in_the_candidates_window(tmp_path: Path) -> None:
+    """Issue 46: `--window-check` on the embedded evaluator; the second evaluation (baselines cached) carries
+    the check, or says the machine was loaded, never another reward silently."""
+    problem = (REPO / "examples" / "problems" / "diag_matmul.py").read_text()
+    workspace = create_workspace(problem, tmp_path / "ws", "cpu")
+    (workspace / "model_new.py").write_text((SOLUTION / "model_new.py").read_text())
+    (workspace / "kernels" / "diag_matmul.cpp").write_text((SOLUTION / "kernels" / "diag_matmul.cpp").read_text())
+    env = {"CUDA_AGENT_CACHE": str(tmp_path / "cache")}
+    first = _cli("eval", str(workspace), "--json", "--window-check", env=env)
+    assert first.returncode == 0 and json.loads(first.stdout)["status"] == "ok", first.stderr[-2000:]
+    second = _cli("eval", str(workspace), "--json", "--window-check", "--seed", "3", env=env)  # a new key: evaluated
+    result = json.loads(second.stdout)
+    if result["status"] == "infra_error":  # this machine was busy, and the result says so
+        assert second.returncode == 3 and result["error"].startswith("machine loaded"), result["error"]
+    else:  # quiet: its reward, and any drift the check saw named among the warnings
+        assert result["status"] == "ok" and result["reward"] >= 1, result
+        assert all("load" in warning or "reward" in warning for warning in result["warnings"]), result["warnings"]
+    refused = _cli("eval", str(workspace), "--window-check", "--pool", str(tmp_path / "pool.sock"))
+    assert refused.returncode == 2 and "decides for itself" in refused.stderr

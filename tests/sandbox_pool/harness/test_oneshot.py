@@ -64,6 +64,15 @@ def test_key_defaults_are_the_evaluators() -> None:
     assert _settings(None, True, 16384) == _settings(EvaluatorConfig(), False, 0)
 
 
+def test_a_result_with_the_window_check_has_a_key_of_its_own(tmp_path: Path) -> None:
+    """`cuda-agent eval --window-check` never answers from a result timed without the check (issue 46)."""
+    from cuda_agent.sandbox_pool.harness.evaluator import EvaluatorConfig
+
+    plain = result_key(_job(), tmp_path, _settings(None, True, 16384))
+    checked = result_key(_job(), tmp_path, _settings(EvaluatorConfig(window_check=True), False, 0))
+    assert checked != plain
+
+
 def test_every_change_of_candidate_problem_settings_or_baselines_changes_the_key(tmp_path: Path) -> None:
     settings = _settings(None, True, 16384)
     key = result_key(_job(), tmp_path, settings)
