@@ -11,24 +11,13 @@ from cuda_agent.sandbox_pool.harness import EvalStatus
 
 from test_hacks import HONEST, model_new
 
-PROBLEM = '''
+SCALE_BIAS = (Path(__file__).parent / "candidates" / "problem_scale_bias.py").read_text()
+OUT_OF_MEMORY_DRAWS = '''
 import os
-
-import torch
-import torch.nn as nn
 
 PARENT_PID = {parent}
 ARMED = {armed!r}
-
-
-class Model(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.scale = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x):
-        return x * self.scale + self.bias
+_draw = get_inputs
 
 
 def get_inputs():
@@ -44,12 +33,9 @@ def get_inputs():
             os.close(fd)
         if token:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 512.00 MiB (the test's)")
-    return [torch.randn(512, 1024)]
-
-
-def get_init_inputs():
-    return [1024]
+    return _draw()
 '''
+"""Appended to the scale-and-bias problem the HONEST candidate solves: its get_inputs, wrapped."""
 
 
 class OutOfMemoryDraws:
@@ -60,7 +46,7 @@ class OutOfMemoryDraws:
         self.path = tmp_path / "armed"
         os.mkfifo(self.path)
         self.fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK)
-        self.problem = PROBLEM.format(parent=os.getpid(), armed=str(self.path))
+        self.problem = SCALE_BIAS + OUT_OF_MEMORY_DRAWS.format(parent=os.getpid(), armed=str(self.path))
 
     def arm(self, draws: int) -> None:
         os.write(self.fd, b"x" * draws)
