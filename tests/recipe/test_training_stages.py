@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+import yaml
 from omegaconf import OmegaConf
 
 pytestmark = pytest.mark.verl
@@ -93,15 +94,16 @@ def test_pipeline_dry_run_prints_every_stage_chained(tmp_path):
     single_baselines, agentic_baselines, stage1, merge, loops, collect, rft_filter, rft, link, value, stage4 = lines
     # every task's baselines measured ahead, once per dataset (COLLECT_FILES defaults to the agentic set)
     assert single_baselines.split() == ["env", "python3", "-m", "cuda_agent.cli.main", "baselines", "--dataset",
-                                        "/d/single.parquet", "--jobs", "14", "--out", f"{work}/baselines/single.jsonl"]
-    assert f"baselines --dataset /d/agentic.parquet --jobs 14 --out {work}/baselines/agentic.jsonl" in agentic_baselines
+                                        "/d/single.parquet", "--device", "cuda", "--jobs", "14", "--out",
+                                        f"{work}/baselines/single.jsonl"]
+    assert f"baselines --dataset /d/agentic.parquet --device cuda --jobs 14 --out {work}/baselines/agentic.jsonl" in agentic_baselines
     assert "run_single_turn_ppo.sh" in stage1 and f"trainer.default_local_dir={work}/stage1" in stage1
-    assert f"--local_dir {work}/stage1/global_step_LAST/actor --target_dir {work}/stage1_hf" in merge
+    assert f"--local_dir {work}/stage1/global_step_LAST/actor --target_dir {work}/stage1_hf.partial" in merge
     assert f"ACTOR_PATH={work}/stage1_hf" in collect and "trainer.val_only=true" in collect
     assert f"agent_loop_config_path={work}/collect_agent_loops.yaml" in collect
-    assert f"rft filter {work}/trajectories --out {work}/sft.parquet" in rft_filter
+    assert f"rft filter {work}/trajectories --out {work}/sft.partial.parquet" in rft_filter
     assert f"MODEL_PATH={work}/stage1_hf SFT_FILES={work}/sft.parquet" in rft
-    assert f"MODEL_PATH={work}/rft_hf TRAJECTORIES={work}/trajectories OUT_DIR={work}/critic" in value
+    assert f"MODEL_PATH={work}/rft_hf TRAJECTORIES={work}/trajectories OUT_DIR={work}/critic.partial" in value
     assert f"ACTOR_PATH={work}/rft_hf CRITIC_PATH={work}/critic" in stage4
     assert not work.exists()  # a dry run writes nothing
 
@@ -169,3 +171,31 @@ def test_collection_loop_file_sets_trajectory_dir(tmp_path):
     entries = {e["name"]: e for e in yaml.safe_load((tmp_path / "collect_agent_loops.yaml").read_text())}
     options = loop_config_from_kwargs({k: v for k, v in entries["cuda_agent"].items() if k != "_target_"})
     assert options.trajectory_dir == str(tmp_path / "trajectories")
+
+
+def test_the_one_gpu_pipeline_hands_its_toy_scale_to_every_stage(tmp_path):
+    """Issue 44: run_pipeline_one_gpu.sh (here DEVICE=cpu, DRY_RUN) writes the data, the demonstrations' folder
+    and a short-episode loop registry, and passes each stage its small settings, the caller's overrides last."""
+    work = tmp_path / "work"
+    env = {"BASE_MODEL": "/models/smol", "WORK_DIR": str(work), "DEVICE": "cpu", "MAX_TURNS_4": "2",
+           "STAGE4_ARGS": "trainer.total_training_steps=7"}
+    result = _script("run_pipeline_one_gpu.sh", env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.strip().splitlines()
+    stage1 = next(line for line in lines if "run_single_turn_ppo.sh" in line)
+    assert "MODEL_PATH=/models/smol" in stage1 and f"TRAIN_FILES={work}/data/single_turn.parquet" in stage1
+    for setting in ("actor_rollout_ref.rollout.name=hf", "trainer.device=cpu", "data.train_batch_size=1",
+                    "trainer.total_training_steps=1", "data.max_response_length=256"):
+        assert setting in stage1.split()
+    stage4 = next(line for line in lines if "run_agentic_ppo.sh" in line and "val_only" not in line).split()
+    assert stage4[-1] == "trainer.total_training_steps=7", "the caller's override comes last, so it wins"
+    assert f"actor_rollout_ref.rollout.agent.agent_loop_config_path={work}/agent_loops_short.yaml" in stage4
+    loops = {loop["name"]: loop for loop in yaml.safe_load((work / "agent_loops_short.yaml").read_text())}
+    assert loops["cuda_agent"]["limits"]["max_turns"] == 2
+    demonstrate = next(line for line in lines if "--demonstrate" in line)
+    assert f"--solutions {work}/solutions" in demonstrate
+    assert (work / "solutions" / "examples" / "diag_matmul" / "model_new.py").is_file()
+    value = next(line for line in lines if "value_pretrain.sh" in line)
+    assert "STEPS=2" in value.split() and f"OUT_DIR={work}/critic.partial" in value.split()
+    assert not any("run_rft.sh" in line for line in lines) and "rft: not on CPU" in result.stderr
+    assert "--device cpu" in lines[0]  # the baselines, measured on the device the tasks name
