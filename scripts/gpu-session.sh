@@ -78,7 +78,9 @@
 #           merge, collect, demonstrate, filter, RFT, value pre-training, stage 4) on GPU 0 with SmolLM2-135M-Instruct,
 #           its work in /tmp/cuda_agent_pipeline, resumed over warm calls (each call runs it again; finished stages
 #           are skipped): the same carry as ppo (before the model is here only the baselines stage runs);
-#           PIPELINE_TIMEOUT (540 s a run), PIPELINE_RUNS (1; 2 shows a second run skipping all), PIPELINE_STAGES
+#           PIPELINE_TIMEOUT (540 s a run), PIPELINE_RUNS (1; 2 shows a second run skipping all), PIPELINE_STAGES;
+#           SMOLLM2_WEIGHTS=random with .smollm2-skeleton carried: the model's architecture, tokenizer and template
+#           with random weights, all in the first call (ppo and pipeline)
 #                                                   -> pipeline.log, pipeline_work.tgz (logs/, records, sft), pipeline_files.txt
 # The pool phases run alone, one after the other, so no other work shares the CPUs they measure.
 # Usage: OUT=dir PHASES="tests bench data pool1 pool2" DATA_COUNT=150 POOL_JOBS=48 TESTS_GPUS=0,1 bash scripts/gpu-session.sh
@@ -286,6 +288,21 @@ ppo_setup() {  # .whl-ppo installed, SmolLM2-135M-Instruct joined from its parts
   # SmolLM2's GGUF arrives in parts over warm calls (64 MiB a call): keep each, join when all are here
   cp .smollm2-gguf/part-* .smollm2-gguf/SHA256SUMS "$parts/" 2>/dev/null
   stamp "ppo: GGUF parts here: $(ls "$parts" | tr '\n' ' ')"
+  if [ ! -f "$PPO_WORK/model/config.json" ] && [ "${SMOLLM2_WEIGHTS:-}" = random ] && [ -f .smollm2-skeleton/config.json ]; then
+    # SmolLM2-135M-Instruct's architecture, tokenizer and chat template with random weights (seed 0): one call
+    # of carry instead of three, where what is checked is the machinery, not what the model writes
+    stamp "ppo: SmolLM2-135M-Instruct with random weights (SMOLLM2_WEIGHTS=random)"
+    python3 -P -c "
+import shutil, torch
+from pathlib import Path
+from transformers import AutoConfig, AutoModelForCausalLM
+torch.manual_seed(0)
+out = Path('$PPO_WORK/model.partial'); shutil.rmtree(out, ignore_errors=True)
+model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained('.smollm2-skeleton'), dtype=torch.bfloat16)
+model.save_pretrained(out)
+for f in Path('.smollm2-skeleton').iterdir(): shutil.copy(f, out / f.name)
+out.rename('$PPO_WORK/model')" >>"$log" 2>&1 || { echo "ppo: random-weight model failed"; tail -20 "$log"; return 1; }
+  fi
   if [ ! -f "$PPO_WORK/model/config.json" ] && [ -f "$parts/part-a" ] && [ -f "$parts/part-b" ] && [ -f "$parts/part-c" ]; then
     cat "$parts"/part-a "$parts"/part-b "$parts"/part-c >"$PPO_WORK/SmolLM2-135M-Instruct.Q4_1.gguf"
     (cd "$PPO_WORK" && sha256sum -c "$parts/SHA256SUMS") >>"$log" 2>&1 || { echo "ppo: GGUF checksum mismatch"; return 1; }
