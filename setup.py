@@ -1,6 +1,6 @@
 """Maps the top-level folders onto the single `cuda_agent` import namespace.
 
-DESIGN.md fixes the folder layout (sandbox_pool/, tools/, reward_fns/, data_gen/,
+The README's layout table fixes the folder layout (sandbox_pool/, tools/, reward_fns/, data_gen/,
 recipe/cuda_agent/); every folder is installed under `cuda_agent.*` so that no generic
 top-level name (`tools`, `data_gen`) lands in site-packages.
 """

@@ -22,7 +22,7 @@ also derives from it so callers can catch either::
         ├── WorkspaceFileNotFoundError (FileNotFoundError)   (cuda_agent.sandbox_pool.terminal.files)
         └── WorkspaceIsADirectoryError (IsADirectoryError)   (cuda_agent.sandbox_pool.terminal.files)
 
-Three kinds of failure, three mechanisms (STYLE.md): our bug or a misconfiguration
+Three kinds of failure, three mechanisms: our bug or a misconfiguration
 raises one of these with the fix in the message; the model's mistake inside a trajectory
 becomes an observation; a kernel's outcome (compile error, wrong output, crash, ...) is an
 `EvalResult` with a status, never an exception.

@@ -8,7 +8,7 @@ Outputs (idempotent: the same input writes the same files; the files of a previo
     sft.parquet                a `messages` column (prompt + solution) for tasks that carry a solution
     kernelbench/level<N>/<i>_<name>.py   one KernelBench-format file per task, plus manifest.jsonl
 
-veRL rows follow the dataset contract (DESIGN.md): ``data_source``, ``agent_name``, ``prompt``
+veRL rows follow the dataset contract (docs/verl.md, "Dataset contract"): ``data_source``, ``agent_name``, ``prompt``
 (chat messages), ``reward_model`` {style: "rule", ground_truth: task id}, ``extra_info``
 {task_id, problem_src, device, precision_policy, level, source, index} — flat strings and ints
 only, since parquet merges the dicts of all rows into one struct type.

@@ -1,4 +1,4 @@
-"""The results JSONL of a run: one ``RunResult`` line per (task, sample) (DESIGN.md "Run results").
+"""The results JSONL of a run: one ``RunResult`` line per (task, sample) (docs/evaluation.md).
 
 Lines are appended and flushed as each (task, sample) finishes, so nothing finished is lost when
 a run is interrupted; a re-run reads the file and skips the pairs already finished. Endpoint and

@@ -1,4 +1,4 @@
-"""Single-turn answers: fenced code blocks labelled with their file path (DESIGN.md, "Contracts").
+"""Single-turn answers: fenced code blocks labelled with their file path (docs/verl.md, "Single-turn").
 
 A file is a fenced block whose info string holds the language and the path, e.g.::
 

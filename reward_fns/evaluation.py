@@ -5,7 +5,7 @@ client API (``cuda_agent.sandbox_pool.pool.connect_pool``): the pool at the give
 (``$CUDA_AGENT_POOL``: a unix socket or ``ray://``), else an embedded ``LocalPool`` started on
 first use. Failures of the machinery (pool unreachable, overloaded, past its deadline, a dead
 worker) come back as an ``EvalResult`` with status ``infra_error``, so the sample is excluded
-from training, never scored -1 (DESIGN.md). Anything else raised here is our bug and propagates.
+from training, never scored -1 (docs/verl.md). Anything else raised here is our bug and propagates.
 """
 
 from __future__ import annotations

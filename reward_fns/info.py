@@ -1,7 +1,7 @@
 """``RewardInfo``: the per-sample record every reward path returns, with the same keys every time.
 
 veRL stacks the reward-info dicts of a batch key by key (``reward_extra_info``), so every sample
-must carry the same keys (DESIGN.md, "Who scores what"); numbers may be ``None`` where a stage did
+must carry the same keys (docs/verl.md, "The reward function"); numbers may be ``None`` where a stage did
 not run, and veRL's validation metrics skip ``None`` and strings. The key ``reward`` is avoided on
 purpose: veRL's validation code appends its own "reward" list to the same dict. The evaluator's
 timing receipt is flattened into ``receipt_*`` strings (one scalar per key, as veRL stacks them).

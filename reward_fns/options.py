@@ -2,7 +2,7 @@
 
 ``RewardOptions`` is what ``+reward.custom_reward_function.reward_kwargs.*`` holds (veRL passes
 those kwargs to ``compute_score`` on every call); ``TaskSpec`` is what a dataset row's
-``extra_info`` holds (DESIGN.md, "Dataset rows"). Both are converted once, here; a typo in an
+``extra_info`` holds (docs/verl.md, "Dataset contract"). Both are converted once, here; a typo in an
 option raises ``ConfigError`` instead of being silently ignored.
 """
 

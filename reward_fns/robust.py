@@ -1,4 +1,4 @@
-"""The paper's robust reward, r in {-1, 1, 2, 3} (SPEC.md section 2).
+"""The paper's robust reward, r in {-1, 1, 2, 3} (the paper, section 2; docs/verl.md).
 
     -1  the candidate failed: did not compile, was incorrect, broke a rule, crashed, timed out
      3  correct and b(t, t_eager) and b(t, t_compile)

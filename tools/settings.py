@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.sandbox_pool.terminal.config import WORKSPACE_MOUNT
 from cuda_agent.sandbox_pool.workspace.layout import PROTECTED_PATHS
 
-#: Workspace entries the CUDA task protects (DESIGN.md, "The workspace"); an entry
+#: Workspace entries the CUDA task protects (docs/sandbox.md, "Contract"); an entry
 #: protects itself and everything below it.
 CUDA_PROTECTED_PATHS: tuple[str, ...] = PROTECTED_PATHS
 

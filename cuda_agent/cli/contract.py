@@ -1,4 +1,4 @@
-"""The one contract of every ``cuda-agent`` command and subcommand (STYLE.md).
+"""The one contract of every ``cuda-agent`` command and subcommand.
 
 - exit 0 only on success;
 - a usage or input error (bad flag value, missing or malformed file, busy socket, no GPU for

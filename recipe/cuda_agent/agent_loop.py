@@ -1,6 +1,6 @@
 """The agentic ``cuda_agent`` loop: a ReAct trajectory in a sandboxed workspace, scored at the end.
 
-Per trajectory (DESIGN.md, "The flow of one trajectory"): read the task from ``extra_info``,
+Per trajectory (docs/verl.md, "The agentic loop"): read the task from ``extra_info``,
 open a workspace and a terminal sandbox, prompt with SKILL.md + task + our raw tool schemas,
 then generate -> parse tool calls -> run them in order -> append observations (mask 0) until
 the model stops calling tools, the turn limit or the length budget is hit. The final workspace

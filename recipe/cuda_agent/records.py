@@ -1,4 +1,4 @@
-"""Trajectory records: one finished trajectory as training data (DESIGN.md "Trajectory records").
+"""Trajectory records: one finished trajectory as training data (docs/training.md, "Trajectory records").
 
 The one model of a trajectory that both the veRL agent loop and the standalone runner write, and
 that RFT (``cuda-agent rft filter``) and value pre-training read. A record is OpenAI-style

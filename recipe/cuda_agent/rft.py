@@ -1,4 +1,4 @@
-"""Stage 2, rejection fine-tuning data: the trajectories worth imitating (SPEC.md section 3).
+"""Stage 2, rejection fine-tuning data: the trajectories worth imitating (the paper, section 3).
 
 Keeps trajectories with reward > 0 and drops infrastructure failures, malformed or hallucinated
 tool calls (unparsable, unknown tool, arguments that fail the tool's schema) and redundant loops

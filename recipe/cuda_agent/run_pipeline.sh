@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA Agent training pipeline, end to end (SPEC.md section 3; docs/training.md):
+# The CUDA Agent training pipeline, end to end (the paper, section 3; docs/training.md):
 #   0 baselines  eager / torch.compile baselines of every training task, measured ahead into the pool's
 #              baseline cache (cuda-agent baselines)      -> $WORK_DIR/baselines/  (one JSONL per dataset)
 #   1 stage1   single-turn PPO of the base model            -> $WORK_DIR/stage1/     (veRL checkpoints)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage 3 of the CUDA Agent recipe: value pre-training of the critic on the collected trajectories
-# (GAE targets with gamma 1, lambda 0.95 from its own values, veRL's GAE and value loss; SPEC.md
+# (GAE targets with gamma 1, lambda 0.95 from its own values, veRL's GAE and value loss; the paper,
 # section 3). Writes a Hugging Face AutoModelForTokenClassification (num_labels=1) folder that
 # stage 4 loads as critic.model.path.
 #

@@ -3,7 +3,7 @@
 veRL's parsers drop a malformed call silently (hermes logs the JSON error and skips it), which
 would end the trajectory as if the model had finished. Here every call block the parser could
 not read becomes a ``ParsedCall`` with an ``error``, so the model sees what went wrong and the
-loop goes on (STYLE.md: the model's mistake is an observation).
+loop goes on (the model's mistake is an observation).
 """
 
 from __future__ import annotations

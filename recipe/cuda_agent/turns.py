@@ -1,8 +1,8 @@
 """One implementation of an agent turn, shared by the veRL loop and the standalone runner.
 
 A trajectory is: generate -> parse tool calls -> run them in order -> observe, until the model
-stops calling tools, the turn limit or the context budget is hit (DESIGN.md, "The flow of one
-trajectory"). What differs between training and evaluation is only how a turn is generated and
+stops calling tools, the turn limit or the context budget is hit (docs/verl.md, "The agentic
+loop"). What differs between training and evaluation is only how a turn is generated and
 how an observation is appended: token-level through veRL's server manager (agent_loop.py) or as
 chat messages over HTTP (cuda_agent.evaluation.chat_policy). That difference is a ``Policy``;
 everything else — limits, the order calls run in, refused calls, observation truncation, the

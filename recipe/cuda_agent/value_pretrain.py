@@ -1,6 +1,6 @@
 """Stage 3, value pre-training: the critic learns the collected trajectories' values offline.
 
-SPEC.md section 3: before agentic PPO, the critic is trained on trajectories of the stage-1 (or
+The paper, section 3: before agentic PPO, the critic is trained on trajectories of the stage-1 (or
 RFT) policy so that its first advantages are not noise. Per trajectory:
 
 - tokens: veRL's own ``MultiTurnSFTDataset`` renders the record (cuda_agent.recipe.records); its

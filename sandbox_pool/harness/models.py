@@ -2,7 +2,7 @@
 
 `EvalJob` is what a client (CLI, pool, reward function, agent loop) submits; `EvalResult`
 is the one record that comes back, with every stage's outcome. `EvalResult.to_public_json()`
-is the exact object printed by ``cuda-agent eval --json`` (DESIGN.md).
+is the exact object printed by ``cuda-agent eval --json`` (docs/harness.md).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ of different paths are then the same measurement."""
 
 
 class PrecisionPolicy(str, enum.Enum):
-    """How baselines are timed and how strictly outputs are compared (DESIGN.md)."""
+    """How baselines are timed and how strictly outputs are compared (docs/harness.md, "Precision policies")."""
 
     PAPER = "paper"
     """Baselines in FP32 with TF32 off; candidate free to use TF32 / lower internal precision within tolerance."""
@@ -55,7 +55,7 @@ class EvalOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Precision policy (DESIGN.md).")
+    precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Precision policy (docs/harness.md).")
     atol: float | None = Field(None, description="Absolute tolerance; None = the policy's default (1e-2, strict 1e-4).")
     rtol: float | None = Field(None, description="Relative tolerance; None = the policy's default.")
     correctness_trials: int = Field(7, ge=1, le=50, description="Input draws checked for correctness: native, then "
@@ -188,7 +188,7 @@ class EvalResult(BaseModel):
         return self.status is EvalStatus.INFRA_ERROR
 
     def to_public_json(self) -> dict:
-        """The JSON object of ``cuda-agent eval --json`` (DESIGN.md), keys always present."""
+        """The JSON object of ``cuda-agent eval --json`` (docs/harness.md), keys always present."""
         return {
             "status": self.status.value,
             "compiled": self.compiled,

@@ -1,6 +1,6 @@
 """What a candidate may use. One place for every allow/deny list of the harness.
 
-The rule (DESIGN.md): the candidate's forward may create tensors, take views, copy and
+The rule (docs/harness.md, "What is checked"): the candidate's forward may create tensors, take views, copy and
 cast; every computation must happen in the compiled extension. These lists implement that
 rule at three levels: the dispatcher (`ALLOWED_ATEN_OPS`), the built module's imported
 symbols, and the sources.

@@ -1,6 +1,6 @@
 """Reach a pool by address: `PoolClient` (unix socket) and `connect_pool` (address resolution).
 
-Address forms (``$CUDA_AGENT_POOL`` holds one; DESIGN.md):
+Address forms (``$CUDA_AGENT_POOL`` holds one; docs/pool.md, "Address resolution"):
 
     /run/cuda_agent/pool.sock, unix:/path, unix:///path   a pool served by ``cuda-agent pool serve``
     ray://<actor-name>[?namespace=<ns>]                    the named dispatcher actor of a Ray pool

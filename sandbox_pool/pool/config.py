@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.pool.ray_pool import RayPool
 
 ENV_ADDRESS = "CUDA_AGENT_POOL"
-"""Environment variable holding the address of the cluster's pool (DESIGN.md)."""
+"""Environment variable holding the address of the cluster's pool (docs/pool.md)."""
 
 
 class _CommonPoolConfig(BaseModel):

@@ -21,7 +21,7 @@ from cuda_agent.sandbox_pool.terminal.base import SandboxLimits
 if TYPE_CHECKING:
     from cuda_agent.sandbox_pool.terminal.base import TerminalSandbox
 
-#: Workspace entries the CUDA task protects (DESIGN.md, "The workspace"). An entry
+#: Workspace entries the CUDA task protects (docs/sandbox.md, "Contract"). An entry
 #: protects itself and everything below it; a trailing slash only marks a directory.
 DEFAULT_PROTECTED: tuple[str, ...] = (
     "SKILL.md",

@@ -72,7 +72,7 @@ def sandbox_config(backend: str, limits: SandboxLimits, image: str | None = None
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A CUDA-task workspace (DESIGN.md) with every protected entry present."""
+    """A CUDA-task workspace (docs/sandbox.md) with every protected entry present."""
     ws = tmp_path / "ws"
     (ws / "utils").mkdir(parents=True)
     (ws / "kernels").mkdir()
