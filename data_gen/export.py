@@ -31,6 +31,7 @@ from cuda_agent.data_gen.models import Device, Task
 from cuda_agent.data_gen.progress import ProgressFn, no_progress
 from cuda_agent.data_gen.prompts import agentic_messages, sft_messages, single_turn_messages
 from cuda_agent.data_gen.store import JsonlStore
+from cuda_agent.dataset_row import RowInfo
 from cuda_agent.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -57,9 +58,9 @@ class ExportReport(BaseModel):
 
 
 def extra_info(task: Task, device: Device, index: int) -> dict[str, Any]:
-    """The flat ``extra_info`` struct of one row."""
-    return {"task_id": task.id, "problem_src": task.source, "device": device, "precision_policy": PRECISION_POLICY,
-            "level": int(task.level), "source": task.provenance.generator, "index": index}
+    """The flat ``extra_info`` struct of one row (``RowInfo``, the contract its readers check)."""
+    return RowInfo(task_id=task.id, problem_src=task.source, device=device, precision_policy=PRECISION_POLICY,
+                   level=int(task.level), source=task.provenance.generator, index=index).to_row()
 
 
 def verl_row(task: Task, *, agentic: bool, device: Device, index: int, data_source: str,

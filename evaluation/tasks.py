@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.dataset_row import RowInfo
 from cuda_agent.errors import ConfigError
 from cuda_agent.sandbox_pool.harness import Device, PrecisionPolicy
 
@@ -104,25 +105,23 @@ def dataset_tasks(path: Path, device: Device | None) -> list[Task]:
         raise ConfigError(f"--dataset {path}: not a readable parquet file ({type(exc).__name__})") from None
     tasks = []
     for index, row in enumerate(frame.to_dict("records")):
-        extra = _plain(row.get("extra_info")) or {}
-        if not extra.get("problem_src"):
+        info = RowInfo.read(_plain(row.get("extra_info")), where=f"--dataset {path}: row {index}")
+        if not info.problem_src:
             raise ConfigError(f"--dataset {path}: row {index} has no extra_info.problem_src (see docs/verl.md)")
-        row_device = device or extra.get("device")
+        row_device = device or info.device
         if row_device is None:
             raise ConfigError(f"--dataset {path}: row {index} has no extra_info.device; pass --device cpu|cuda")
-        level = extra.get("level")
         prompt = _plain(row.get("prompt"))
-        max_turns = extra.get("max_turns")
         tasks.append(Task(
-            task_id=str(extra.get("task_id") or f"{path.stem}/{index}"),
-            level=None if level is None else int(level),
+            task_id=info.task_id or f"{path.stem}/{index}",
+            level=info.level,
             data_source=row.get("data_source"),
-            problem_src=extra["problem_src"],
+            problem_src=info.problem_src,
             device=row_device,
-            precision_policy=extra.get("precision_policy") or PrecisionPolicy.PAPER,
+            precision_policy=info.policy,
             prompt=list(prompt) if prompt is not None else None,
             prompt_mode=_AGENT_NAMES.get(str(row.get("agent_name"))),
-            max_turns=None if max_turns is None else int(max_turns),
+            max_turns=info.max_turns,
         ))
     return tasks
 

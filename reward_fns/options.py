@@ -1,9 +1,9 @@
 """Typed options of the reward functions and the task a sample carries.
 
 ``RewardOptions`` is what ``+reward.custom_reward_function.reward_kwargs.*`` holds (veRL passes
-those kwargs to ``compute_score`` on every call); ``TaskSpec`` is what a dataset row's
-``extra_info`` holds (docs/verl.md, "Dataset contract"). Both are converted once, here; a typo in an
-option raises ``ConfigError`` instead of being silently ignored.
+those kwargs to ``compute_score`` on every call); ``TaskSpec`` is the part of a dataset row's
+``extra_info`` (``cuda_agent.dataset_row.RowInfo``) that scoring needs. Both are converted once, here; a
+typo in an option raises ``ConfigError`` instead of being silently ignored.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cuda_agent.dataset_row import RowInfo
 from cuda_agent.errors import ConfigError
 from cuda_agent.reward_fns.robust import DEFAULT_MARGIN
 from cuda_agent.sandbox_pool.harness import Device, PrecisionPolicy
@@ -96,26 +97,16 @@ class TaskSpec(BaseModel):
     @classmethod
     def from_extra_info(cls, extra_info: Mapping[str, Any] | None, options: RewardOptions) -> TaskSpec:
         """Read the task from a row's extra_info; options override device and precision policy."""
-        info = dict(extra_info or {})
-        problem_src = info.get("problem_src")
-        if not problem_src:
+        info = RowInfo.read(extra_info)
+        if not info.problem_src:
             raise ConfigError(
                 "extra_info.problem_src is missing: every cuda_agent row must carry the reference model.py "
                 "text (see docs/verl.md, 'Dataset contract')"
             )
-        device = options.device or info.get("device")
+        device = options.device or info.device
         if device is None:
             raise ConfigError(
                 "extra_info.device is missing and no reward_kwargs.device is set: say 'cuda' or 'cpu'"
             )
-        policy = options.precision_policy or info.get("precision_policy") or PrecisionPolicy.PAPER
-        task_id = info.get("task_id")
-        try:
-            return cls(
-                task_id=None if task_id is None else str(task_id),
-                problem_src=problem_src,
-                device=device,
-                precision_policy=policy,
-            )
-        except ValidationError as exc:
-            raise ConfigError(f"invalid task in extra_info: {exc}") from exc
+        return cls(task_id=info.task_id, problem_src=info.problem_src, device=device,
+                   precision_policy=options.precision_policy or info.policy)

@@ -21,6 +21,7 @@ DATA_SOURCE = "cuda_agent/examples"
 
 def rows(problems_dir: Path, device: str, agentic: bool) -> list[dict[str, Any]]:
     """Dataset rows, one per problem file."""
+    from cuda_agent.dataset_row import RowInfo
     from cuda_agent.recipe.task_prompts import agentic_prompt, single_turn_prompt
 
     out = []
@@ -33,15 +34,8 @@ def rows(problems_dir: Path, device: str, agentic: bool) -> list[dict[str, Any]]
                 "agent_name": "cuda_agent" if agentic else "cuda_agent_single_turn",
                 "prompt": agentic_prompt(task_id, device) if agentic else single_turn_prompt(problem_src, device),
                 "reward_model": {"style": "rule", "ground_truth": task_id},
-                "extra_info": {
-                    "task_id": task_id,
-                    "problem_src": problem_src,
-                    "device": device,
-                    "precision_policy": "paper",
-                    "level": 1,
-                    "source": "examples",
-                    "index": index,
-                },
+                "extra_info": RowInfo(task_id=task_id, problem_src=problem_src, device=device,
+                                      precision_policy="paper", level=1, source="examples", index=index).to_row(),
             }
         )
     return out

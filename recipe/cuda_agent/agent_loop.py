@@ -27,6 +27,7 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
+from cuda_agent.dataset_row import RowInfo
 from cuda_agent.errors import ConfigError
 from cuda_agent.recipe.environment import open_environment, tool_schemas
 from cuda_agent.recipe.loop_config import LoopLimits, loop_config_from_kwargs, reward_kwargs_of
@@ -76,10 +77,10 @@ class CudaAgentLoop(AgentLoopBase):
         self.reward_options = RewardOptions.from_kwargs(reward_kwargs_of(self.config))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        extra_info = dict(kwargs.get("extra_info") or {})
-        task = TaskSpec.from_extra_info(extra_info, self.reward_options)
+        row = RowInfo.read(kwargs.get("extra_info"))
+        task = TaskSpec.from_extra_info(kwargs.get("extra_info"), self.reward_options)
         check_gpu_placement(task.device, self.reward_options)  # never time rewards on veRL's GPUs
-        limits = self._limits(extra_info)
+        limits = self._limits(row)
         schemas = tool_schemas()
         messages = build_messages(kwargs["raw_prompt"], _skill_text(self.options.skill_path), task)
         metrics = TrajectoryMetrics()
@@ -124,11 +125,10 @@ class CudaAgentLoop(AgentLoopBase):
         writer = RecordWriter(self.options.trajectory_dir, shard_prefix=f"{socket.gethostname()}-{os.getpid()}")
         await asyncio.to_thread(writer.write, record)
 
-    def _limits(self, extra_info: dict[str, Any]) -> LoopLimits:
-        override = extra_info.get("max_turns")
-        if override is None:
+    def _limits(self, row: RowInfo) -> LoopLimits:
+        if row.max_turns is None:
             return self.options.limits
-        return self.options.limits.model_copy(update={"max_turns": int(override)})
+        return self.options.limits.model_copy(update={"max_turns": row.max_turns})
 
 
 class TokenPolicy:
