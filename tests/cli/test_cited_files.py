@@ -1,6 +1,7 @@
-"""The repository cites only files it contains (issue 37): every ``NAME.md`` named in a tracked file is a
-file of the repository. HACKS.md, the shared catalogue of attacks that the tests and a few comments number
-their cases by, is the one name still cited from outside: the catalogue of defences will replace it."""
+"""The repository cites only files it contains (issue 37): every upper-case markdown name (README.md) in a
+tracked file is a file of the repository. HACKS.md, the shared catalogue of attacks that the tests and a few
+comments number their cases by, is the one name still cited from outside: the catalogue of defences will
+replace it."""
 
 from __future__ import annotations
 
