@@ -431,7 +431,7 @@ def test_harness_infrastructure_files_are_never_taken_from_the_candidate(evaluat
     assert "binding.cpp" in (result.error or "") and result.reward == -1.0
 
 
-# Found by red-teaming (see docs/harness.md): each was rewarded before its fix.
+# Found by red-teaming (see docs/history/red_team.md): each was rewarded before its fix.
 RED_TEAM_MODEL_NEW = {
     "numpy_compute": model_new("return torch.from_numpy(x.numpy() * self.scale.numpy() + self.bias.numpy())"),
     "reexported_sys_patches_guard": model_new(
