@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from cuda_agent.errors import ConfigError
-from cuda_agent.sandbox_pool.harness.models import EvalStatus
+from cuda_agent.sandbox_pool.harness.models import EvalStatus, Speed
 
 ENDPOINT_ERROR = "endpoint_error"
 """Status of a sample the model endpoint failed on (after retries)."""
@@ -32,8 +32,8 @@ NULL_MEANS_DEFAULT = ("error", "created", "turns", "wall_s")
 """Fields where a JSON null (other writers' "none") means the default: no metric reads them."""
 
 
-class RunResult(BaseModel):
-    """One (task, sample) of a run."""
+class RunResult(Speed):
+    """One (task, sample) of a run (the times and speed-ups: ``Speed``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -46,11 +46,6 @@ class RunResult(BaseModel):
     status: str = Field(description="The evaluator's status (EvalStatus value), or endpoint_error / infra_error.")
     correct: bool = Field(False, description="Compiled, correct and clean (a pass).")
     reward: float | None = Field(None, description="The training reward (-1/1/2/3); None for excluded samples.")
-    runtime_us: float | None = Field(None, description="Candidate median time per call.")
-    eager_us: float | None = Field(None, description="Eager PyTorch median time per call.")
-    torch_compile_us: float | None = Field(None, description="torch.compile median time per call.")
-    speedup_vs_eager: float | None = Field(None, description="eager_us / runtime_us.")
-    speedup_vs_compile: float | None = Field(None, description="torch_compile_us / runtime_us.")
     turns: int = Field(0, ge=0, description="Assistant turns.")
     tokens: int | None = Field(None, description="Prompt + completion tokens of the last request (the context used).")
     completion_tokens: int | None = Field(None, description="Completion tokens over all requests.")

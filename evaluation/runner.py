@@ -288,9 +288,7 @@ class Runner:
         return RunResult(
             **common, status=info.status,
             correct=info.status == EvalStatus.OK.value and info.correct is True and not info.violation,
-            reward=info.kernel_reward, runtime_us=info.runtime_us, eager_us=info.eager_us,
-            torch_compile_us=info.torch_compile_us, speedup_vs_eager=info.speedup_vs_eager,
-            speedup_vs_compile=info.speedup_vs_compile, error=info.error[:2000],
+            reward=info.kernel_reward, **info.speed(), error=info.error[:2000],
             evaluation=_evaluation(verdict.result),
         )
 

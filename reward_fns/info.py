@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from cuda_agent.sandbox_pool.harness.models import Speed
 
 INFRA_FAILURE_SCORE = 0.0
 """The score carried by an infrastructure failure; the sample is excluded from the update anyway."""
 
 
-class RewardInfo(BaseModel):
-    """Reward and evaluation summary of one sample."""
+class RewardInfo(Speed):
+    """Reward and evaluation summary of one sample (the times and speed-ups: ``Speed``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -32,11 +34,6 @@ class RewardInfo(BaseModel):
     violation: bool = Field(False, description="An anti-hacking rule was broken.")
     faster_than_eager: bool | None = Field(None, description="b(t, t_eager) with the margin in force.")
     faster_than_compile: bool | None = Field(None, description="b(t, t_compile) with the margin in force.")
-    runtime_us: float | None = Field(None, description="Candidate median time per call.")
-    eager_us: float | None = Field(None, description="Eager reference median time per call.")
-    torch_compile_us: float | None = Field(None, description="torch.compile reference median time per call.")
-    speedup_vs_eager: float | None = Field(None, description="eager_us / runtime_us.")
-    speedup_vs_compile: float | None = Field(None, description="torch_compile_us / runtime_us.")
     precision_policy: str = Field(description="Precision policy in force.")
     device: str = Field(description="Device evaluated on.")
     task_id: str = Field("", description="Task identifier, '' if unknown.")

@@ -157,7 +157,22 @@ class Receipt(BaseModel):
     seed: int | None = Field(None, description="Seed of the input draws.")
 
 
-class EvalResult(BaseModel):
+class Speed(BaseModel):
+    """The measured medians and speed-ups, as every record of an evaluation carries them (EvalResult, the
+    reward's RewardInfo, a run's RunResult): one definition, copied from record to record with ``speed()``."""
+
+    runtime_us: float | None = Field(None, description="Candidate median time per call.")
+    eager_us: float | None = Field(None, description="Reference eager median time per call.")
+    torch_compile_us: float | None = Field(None, description="Reference torch.compile median time per call.")
+    speedup_vs_eager: float | None = Field(None, description="eager_us / runtime_us.")
+    speedup_vs_compile: float | None = Field(None, description="torch_compile_us / runtime_us.")
+
+    def speed(self) -> dict[str, float | None]:
+        """These fields alone, to build another record from."""
+        return {name: getattr(self, name) for name in Speed.model_fields}
+
+
+class EvalResult(Speed):
     """The one record of an evaluation."""
 
     model_config = ConfigDict(extra="forbid")
@@ -166,11 +181,6 @@ class EvalResult(BaseModel):
     compiled: bool | None = Field(None, description="Compile succeeded; None if not reached.")
     correct: bool | None = Field(None, description="All correctness checks passed; None if not reached.")
     reward: float | None = Field(None, description="Robust reward -1/1/2/3; None on infrastructure failure.")
-    runtime_us: float | None = Field(None, description="Candidate median per-call time.")
-    eager_us: float | None = Field(None, description="Reference eager median per-call time.")
-    torch_compile_us: float | None = Field(None, description="Reference torch.compile median per-call time.")
-    speedup_vs_eager: float | None = Field(None, description="eager_us / runtime_us.")
-    speedup_vs_compile: float | None = Field(None, description="torch_compile_us / runtime_us.")
     violations: list[str] = Field(default_factory=list, description="Anti-hacking rules the candidate broke.")
     error: str | None = Field(None, description="Short human-readable reason for a non-ok status.")
     precision_policy: PrecisionPolicy = Field(PrecisionPolicy.PAPER, description="Policy in force.")
