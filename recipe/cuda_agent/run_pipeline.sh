@@ -29,15 +29,16 @@
 # 1/4 validation, default the training files); CUDA_AGENT_POOL (the pool served on dedicated GPUs by
 # `cuda-agent pool serve`); BASELINE_CACHE (the pool's cache folder, its $CUDA_AGENT_CACHE; default this
 # shell's $CUDA_AGENT_CACHE, else ~/.cache/cuda_agent: run the baselines stage on the pool's GPU model);
-# BASELINE_JOBS (parallel torch.compile warm-up, 14); BASELINE_DEVICE (cuda | cpu, cuda); NNODES, GPUS_PER_NODE, TOOL_FORMAT as the stage
-# scripts; DEMONSTRATIONS (a folder of known solutions, <task_id>/model_new.py + kernels/: the demonstrate
-# stage); STAGES (the stages to run, default all: "baselines stage1 merge collect demonstrate filter rft value
-# stage4"); AGENT_LOOPS (the agent-loop registry of collect and stage 4, default config/agent_loops.yaml);
-# VALUE_STEPS (value pre-training steps, 200); STAGE_LOGS (a folder: each stage's console output goes to
-# STAGE_LOGS/<stage>.log instead of this terminal, and a failed stage prints its end); DRY_RUN=1 prints every stage's full command instead of
-# running it. Per-stage overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS, STAGE4_ARGS (Hydra), VALUE_ARGS
-# (`cuda-agent value pretrain` options), each space-separated. One GPU at toy scale, the pool on the
-# same GPU: run_pipeline_one_gpu.sh.
+# BASELINE_JOBS (parallel torch.compile warm-up, 14); BASELINE_DEVICE (cuda | cpu, cuda); NNODES,
+# GPUS_PER_NODE, TOOL_FORMAT as the stage scripts; DEMONSTRATIONS (a folder of known solutions,
+# <task_id>/model_new.py + kernels/: the demonstrate stage); STAGES (the stages to run, default all:
+# "baselines stage1 merge collect demonstrate filter rft value stage4"); AGENT_LOOPS (the agent-loop
+# registry of collect and stage 4, default config/agent_loops.yaml); VALUE_STEPS (value pre-training
+# steps, 200); STAGE_LOGS (a folder: each stage's console output goes to STAGE_LOGS/<stage>.log instead
+# of this terminal, and a failed stage prints its end); DRY_RUN=1 prints every stage's full command
+# instead of running it. Per-stage overrides: STAGE1_ARGS, COLLECT_ARGS, RFT_ARGS, STAGE4_ARGS (Hydra),
+# VALUE_ARGS (`cuda-agent value pretrain` options), each space-separated. One GPU at toy scale, the pool
+# on the same GPU: run_pipeline_one_gpu.sh.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -79,8 +80,12 @@ run() {
   if [[ -n "${STAGE_LOGS:-}" ]]; then
     local log="$STAGE_LOGS/${name//[^A-Za-z0-9_]/_}.log"
     mkdir -p "$STAGE_LOGS"
-    "$@" >"$log" 2>&1 || { local rc=$?; echo "[pipeline] $name: FAILED (exit $rc) after $(( SECONDS - started )) s; the end of $log:" >&2
-                           tail -40 "$log" >&2; return $rc; }
+    "$@" >"$log" 2>&1 || {
+      local rc=$?
+      echo "[pipeline] $name: FAILED (exit $rc) after $(( SECONDS - started )) s; the end of $log:" >&2
+      tail -40 "$log" >&2
+      return $rc
+    }
   else
     "$@"
   fi
@@ -167,7 +172,8 @@ if wants demonstrate && [[ -n "${DEMONSTRATIONS:-}" ]]; then
 fi
 
 if wants filter; then
-  run_into filter "$SFT" "$SFT_PARTIAL" python3 -m cuda_agent.cli.main rft filter "$TRAJECTORIES" --out "$SFT_PARTIAL"
+  run_into filter "$SFT" "$SFT_PARTIAL" python3 -m cuda_agent.cli.main rft filter "$TRAJECTORIES" \
+    --out "$SFT_PARTIAL"
 fi
 
 if wants rft; then
@@ -178,8 +184,8 @@ if wants rft; then
 fi
 
 if wants value; then
-  run_into value "$CRITIC" "$CRITIC.partial" env MODEL_PATH="$RFT_HF" TRAJECTORIES="$TRAJECTORIES" OUT_DIR="$CRITIC.partial" \
-    STEPS="${VALUE_STEPS:-200}" bash "$HERE/run_value_pretrain.sh" "${value_args[@]}"
+  run_into value "$CRITIC" "$CRITIC.partial" env MODEL_PATH="$RFT_HF" TRAJECTORIES="$TRAJECTORIES" \
+    OUT_DIR="$CRITIC.partial" STEPS="${VALUE_STEPS:-200}" bash "$HERE/run_value_pretrain.sh" "${value_args[@]}"
 fi
 
 if wants stage4; then

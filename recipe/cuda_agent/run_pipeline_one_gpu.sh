@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole training pipeline (run_pipeline.sh: baselines, stage 1, merge, collect, demonstrate, filter,
 # RFT, value pre-training, stage 4) on ONE GPU at toy scale, to check every hand-off of the chain with a
-# small model: batches of 2 (1 on CPU), PPO_STEPS steps a PPO stage, episodes of MAX_TURNS_4 turns, the transformers
-# rollout server (rollout.name=hf), actor and critic under FSDP, the evaluation pool served on the same
-# GPU (`cuda-agent pool serve`), the example problems as tasks and their known solutions as
+# small model: batches of 2 (1 on CPU), PPO_STEPS steps a PPO stage, episodes of MAX_TURNS_4 turns, the
+# transformers rollout server (rollout.name=hf), actor and critic under FSDP, the evaluation pool served on
+# the same GPU (`cuda-agent pool serve`), the example problems as tasks and their known solutions as
 # demonstrations (a 135M model rarely earns a positive reward; the RFT filter keeps only those).
 #
 #   BASE_MODEL=/models/SmolLM2-135M-Instruct WORK_DIR=/tmp/pipeline bash recipe/cuda_agent/run_pipeline_one_gpu.sh
