@@ -355,7 +355,11 @@ pipeline_phase() {  # issue 44: recipe/cuda_agent/run_pipeline_one_gpu.sh on GPU
   fi
   for run in $(seq "$runs"); do
     stamp "pipeline: run $run of $runs${stages:+ (STAGES=$stages)}, at most ${PIPELINE_TIMEOUT:-540} s"
-    local cmd="BASE_MODEL=$PPO_WORK/model WORK_DIR=$work bash recipe/cuda_agent/run_pipeline_one_gpu.sh"
+    local knobs="" name
+    for name in PPO_STEPS RFT_STEPS VALUE_STEPS COLLECT_SAMPLES RESPONSE_1 RESPONSE_4 MAX_TURNS_4 ATTENTION; do
+      [ -n "${!name:-}" ] && knobs+="$name=${!name} "
+    done
+    local cmd="${knobs}BASE_MODEL=$PPO_WORK/model WORK_DIR=$work bash recipe/cuda_agent/run_pipeline_one_gpu.sh"
     echo "\$ ${stages:+STAGES=\"$stages\" }$cmd" >>"$OUT/pipeline.log"
     STAGES="${stages:-baselines stage1 merge collect demonstrate filter rft value stage4}" BASE_MODEL="$PPO_WORK/model" \
       WORK_DIR="$work" timeout -k 20 "${PIPELINE_TIMEOUT:-540}" bash recipe/cuda_agent/run_pipeline_one_gpu.sh \
