@@ -574,6 +574,12 @@ class _Run:
             return self._loaded(notes, f"machine loaded: the window is too noisy to tell: {check.describe()}: no "
                                        "reward is decided; evaluate again on a quiet machine")
         if not check.cached_loaded:  # a drift under LOADED_FACTOR either way: the cached baselines, with a warning
+            candidate = self.result.timings.get("candidate")
+            if candidate is not None and not window_check.beats_eager_either_way(candidate, now, cached.eager,
+                                                                                 self.opts.reward_margin):
+                return self._loaded(notes, f"machine loaded: {check.describe()}: the candidate "
+                                           f"({window_check.describe_stats(candidate)}) beats eager against one and "
+                                           "not the other, so no reward is decided; evaluate again on a quiet machine")
             note = (f"{'timed under some load' if check.slower else 'baselines cached under some load'}: "
                     f"{check.describe()} (less than {window_check.LOADED_FACTOR:g}x apart: the cached baselines "
                     "are used)")

@@ -23,6 +23,11 @@ trusted reference child, and compares it with the cached eager time. Load only e
   is more than `LOADED_FACTOR` away from the check, the load changed under the evaluation: ``infra_error``;
 - faster, by less: the cached baselines are used, with a warning (the same drift as above, the other way).
 
+In both drifts under `LOADED_FACTOR`, if the candidate beats eager against one of the two eager times and not
+against the other (`beats_eager_either_way`), the reward would depend on which is trusted: ``infra_error``
+"machine loaded" again, never a reward the window's own measurement contradicts (the torch.compile baseline
+has no check in the window; its threshold is judged on the cached time).
+
 docs/harness.md, "Rewards independent of load".
 """
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_agent.reward_fns.robust import is_faster
 from cuda_agent.sandbox_pool.harness.models import TimingStats
 
 DEVICES = ("cpu", "cuda")
@@ -90,6 +96,16 @@ class WindowCheck(BaseModel):
     def describe(self) -> str:
         return (f"the eager reference timed {describe_stats(self.now)} in this window against "
                 f"{describe_stats(self.cached)} cached")
+
+
+def beats_eager_either_way(candidate: TimingStats, now: TimingStats, cached: TimingStats, margin: float) -> bool:
+    """Whether the candidate's "faster than eager" comes out the same against the check timed in its window
+    and against the cached eager baseline (each judged as rewards are: the candidate's CI upper end against
+    the baseline's lower end). When the two drift apart by less than LOADED_FACTOR the cached baselines are
+    kept; this says whether that choice can change the reward."""
+    candidate_high = _interval(candidate)[1]
+    return is_faster(candidate_high, _interval(now)[0], margin) == is_faster(candidate_high, _interval(cached)[0],
+                                                                             margin)
 
 
 def agree(a: TimingStats, b: TimingStats, slack: float = AGREEMENT_SLACK) -> bool:
