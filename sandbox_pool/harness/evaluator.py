@@ -384,7 +384,8 @@ class _Run:
         if self.opts.profile:
             await self.baselines(problem, early)
         if self.result.correct and self.result.status is not EvalStatus.INFRA_ERROR:
-            finish(self.result, margin=self.opts.reward_margin, sanity_bound=self.opts.speedup_sanity_bound)
+            finish(self.result, margin=self.opts.reward_margin, sanity_bound=self.opts.speedup_sanity_bound,
+                   noisy_is_infra=self.ev.config.window_check and self.job.device in window_check.DEVICES)
 
     # -- stages ---------------------------------------------------------------------------
     def static_check(self) -> bool:

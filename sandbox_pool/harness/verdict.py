@@ -35,8 +35,10 @@ def conservative_times(result: EvalResult) -> tuple[float | None, float | None, 
             bound("torch_compile", result.torch_compile_us, False))
 
 
-def finish(result: EvalResult, *, margin: float, sanity_bound: float) -> EvalResult:
-    """Speed-ups and the robust reward of a correct candidate."""
+def finish(result: EvalResult, *, margin: float, sanity_bound: float, noisy_is_infra: bool = False) -> EvalResult:
+    """Speed-ups and the robust reward of a correct candidate. A reward the timings' confidence intervals lower
+    below their medians' is kept with a warning; with `noisy_is_infra` (the window check on: rewards that do
+    not depend on when they were measured) it is no reward at all, infra_error "machine loaded"."""
     t = result.runtime_us
     if t is not None and t > 0:
         if result.eager_us:
@@ -56,6 +58,10 @@ def finish(result: EvalResult, *, margin: float, sanity_bound: float) -> EvalRes
                                         torch_compile_us=compile_lo, margin=margin))
     point = robust_reward(correct=True, runtime_us=t, eager_us=result.eager_us,
                           torch_compile_us=result.torch_compile_us, margin=margin)
+    if point > result.reward and noisy_is_infra:
+        return fail(result, EvalStatus.INFRA_ERROR,
+                    f"machine loaded: the timings are too noisy to decide the reward ({result.reward:g} at the ends "
+                    f"of their confidence intervals, {point:g} by their medians); evaluate again on a quiet machine")
     if point > result.reward:
         result.warnings.append(f"reward {result.reward:g}, not {point:g}: the speed-up does not hold at the ends of "
                                "the timings' confidence intervals (candidate's upper end against the baselines' lower)")
