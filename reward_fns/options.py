@@ -97,7 +97,11 @@ class TaskSpec(BaseModel):
     @classmethod
     def from_extra_info(cls, extra_info: Mapping[str, Any] | None, options: RewardOptions) -> TaskSpec:
         """Read the task from a row's extra_info; options override device and precision policy."""
-        info = RowInfo.read(extra_info)
+        return cls.from_row(RowInfo.read(extra_info), options)
+
+    @classmethod
+    def from_row(cls, info: RowInfo, options: RewardOptions) -> TaskSpec:
+        """The task of a row already read (``RowInfo.read``); options override device and precision policy."""
         if not info.problem_src:
             raise ConfigError(
                 "extra_info.problem_src is missing: every cuda_agent row must carry the reference model.py "

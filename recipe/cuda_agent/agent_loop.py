@@ -78,7 +78,7 @@ class CudaAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         row = RowInfo.read(kwargs.get("extra_info"))
-        task = TaskSpec.from_extra_info(kwargs.get("extra_info"), self.reward_options)
+        task = TaskSpec.from_row(row, self.reward_options)
         check_gpu_placement(task.device, self.reward_options)  # never time rewards on veRL's GPUs
         limits = self._limits(row)
         schemas = tool_schemas()

@@ -576,7 +576,7 @@ class _Run:
                                        "reward is decided; evaluate again on a quiet machine")
         if not check.cached_loaded:  # a drift under LOADED_FACTOR either way: the cached baselines, with a warning
             candidate = self.result.timings.get("candidate")
-            if candidate is not None and not window_check.beats_eager_either_way(candidate, now, cached.eager,
+            if candidate is not None and not window_check.same_eager_verdict(candidate, now, cached.eager,
                                                                                  self.opts.reward_margin):
                 return self._loaded(notes, f"machine loaded: {check.describe()}: the candidate "
                                            f"({window_check.describe_stats(candidate)}) beats eager against one and "

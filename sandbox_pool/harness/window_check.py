@@ -24,7 +24,7 @@ trusted reference child, and compares it with the cached eager time. Load only e
 - faster, by less: the cached baselines are used, with a warning (the same drift as above, the other way).
 
 In both drifts under `LOADED_FACTOR`, if the candidate beats eager against one of the two eager times and not
-against the other (`beats_eager_either_way`), the reward would depend on which is trusted: ``infra_error``
+against the other (`same_eager_verdict`), the reward would depend on which is trusted: ``infra_error``
 "machine loaded" again, never a reward the window's own measurement contradicts (the torch.compile baseline
 has no check in the window; its threshold is judged on the cached time).
 
@@ -98,7 +98,7 @@ class WindowCheck(BaseModel):
                 f"{describe_stats(self.cached)} cached")
 
 
-def beats_eager_either_way(candidate: TimingStats, now: TimingStats, cached: TimingStats, margin: float) -> bool:
+def same_eager_verdict(candidate: TimingStats, now: TimingStats, cached: TimingStats, margin: float) -> bool:
     """Whether the candidate's "faster than eager" comes out the same against the check timed in its window
     and against the cached eager baseline (each judged as rewards are: the candidate's CI upper end against
     the baseline's lower end). When the two drift apart by less than LOADED_FACTOR the cached baselines are

@@ -97,7 +97,7 @@ def test_a_drift_that_would_change_the_reward_decides_nothing(candidate, now, ca
     """Issue 46: under LOADED_FACTOR the cached baselines are kept, unless the candidate beats eager against one of
     the two eager times and not the other (seen in the suite: baselines cached 3x, a noisy check 2x, the candidate
     judged 1.35x faster than the stale eager it was slower than in its own window)."""
-    assert window_check.beats_eager_either_way(_stats(candidate), _stats(now), _stats(cached), margin=0.05) is same
+    assert window_check.same_eager_verdict(_stats(candidate), _stats(now), _stats(cached), margin=0.05) is same
 
 
 @pytest.mark.slow
