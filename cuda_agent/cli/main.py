@@ -38,6 +38,7 @@ _MOUNTS: list[tuple[str, str, str | None]] = [
     ("cuda_agent.sandbox_pool.pool.cli", "app", "pool"),
     ("cuda_agent.data_gen.cli", "app", "data"),
     ("cuda_agent.evaluation.cli", "register", None),
+    ("cuda_agent.sandbox_pool.harness.defences.cli", "register", None),
     ("cuda_agent.service.cli", "register", None),
     ("cuda_agent.recipe.rft_cli", "app", "rft"),
     ("cuda_agent.recipe.value_cli", "app", "value"),

@@ -45,7 +45,7 @@ def real_values(value: Any) -> Any:
 
 MAGNITUDE_FRACTION = 0.05
 """atol never exceeds this fraction of the reference's RMS: an output whose true values are
-all below the tolerance cannot be matched by a constant (HACKS.md #15)."""
+all below the tolerance cannot be matched by a constant (defence constant_output, docs/defences.md)."""
 
 
 def output_rms(ref: Any) -> float | None:
@@ -114,7 +114,7 @@ def draw_atol(ref: Any, atol: float, native: NativeScale | None = None) -> float
     tolerance that never grew with them rejected a TF32 GEMM whose native error was 8e-4 (issue 36), and one that
     never shrank let a draw of small outputs pass errors the native draw refuses. The mean magnitude rather than
     the RMS: a few extreme outputs (spikes) move it less. It never exceeds MAGNITUDE_FRACTION of the draw's own
-    RMS, so a constant cannot match small outputs (HACKS.md #15)."""
+    RMS, so a constant cannot match small outputs (defence constant_output, docs/defences.md)."""
     magnitude = mean_magnitude(ref) if native is not None else None
     if native is None or not magnitude:  # no native scale, or an all-zero output on this draw
         return effective_atol(ref, atol)

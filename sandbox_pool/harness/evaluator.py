@@ -276,7 +276,7 @@ def overlap_baselines(device: str, *, profile: bool, compiling: bool, cpus: int 
     Only on cuda: there the compile is CPU work and the baselines' timed calls need the device,
     which they hold solo (nobody else holds it during this run's compile). On cpu the compiler's
     processes would share the cores the baselines are timed on and inflate them (an honest baseline
-    is never inflated: HACKS.md, issue 12 item 4), so cpu keeps the sequential order. On cuda the
+    is never inflated: issue 12 item 4), so cpu keeps the sequential order. On cuda the
     host still launches each timed call, so only with `OVERLAP_MIN_CPUS` usable CPUs (`cpus`,
     default: this process's affinity) is a launch never kept waiting by the compiler. Only when the
     run profiles, and only when a compile is still to come in this run: a build made elsewhere (the

@@ -26,7 +26,7 @@ element's sign and its zeros):
   subsampler of a whole-tensor sum, which exchanges cannot move, was rewarded 3 against ``spikes`` alone).
 
 A kernel that reduces over a subset of its input (strided, first k) or returns the
-expectation of the native distribution fails these elementwise (HACKS.md #16, #17). A draw
+expectation of the native distribution fails these elementwise (defences distribution_shortcut, subsampling: docs/defences.md). A draw
 can also carry an *influence perturbation* (`perturb_seed`, `perturb_fraction`): the values at
 a random fraction of positions are exchanged among themselves (the multiset of values is
 unchanged, so an i.i.d. draw stays an i.i.d. draw); the parent compares how the candidate's

@@ -1,4 +1,4 @@
-"""A sealed shared-memory region for a child's trial outputs (HACKS.md: the parent trusts no byte count).
+"""A sealed shared-memory region for a child's trial outputs (defence forged_messages: the parent trusts no byte count).
 
 Moving a 128 MB output child -> file -> parent cost ~0.3 s per correctness trial on an H200
 (a fresh host allocation, a write, a read, a pageable upload): most of an evaluation. Instead

@@ -154,7 +154,7 @@ class PreparedReference:
 
 
 def perturb_parameters(model: torch.nn.Module, seed: int) -> int:
-    """Move every floating parameter away from its default init (HACKS.md #20).
+    """Move every floating parameter away from its default init (defence default_init_exploit, docs/defences.md).
 
     Multiplicative noise keeps signs and scales; parameters that are exactly zero get a
     small additive draw. Buffers (running stats, masks) are left alone.

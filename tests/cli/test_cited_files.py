@@ -1,7 +1,5 @@
 """The repository cites only files it contains (issue 37): every upper-case markdown name (README.md) in a
-tracked file is a file of the repository. HACKS.md, the shared catalogue of attacks that the tests and a few
-comments number their cases by, is the one name still cited from outside: the catalogue of defences will
-replace it."""
+tracked file is a file of the repository."""
 
 from __future__ import annotations
 
@@ -11,7 +9,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CITED = re.compile(rb"\b([A-Z][A-Z0-9_]*\.md)\b")
-NOT_YET_HERE = {"HACKS.md"}
 
 
 def test_every_cited_markdown_file_is_in_the_repository() -> None:
@@ -25,6 +22,6 @@ def test_every_cited_markdown_file_is_in_the_repository() -> None:
             continue
         for name in set(CITED.findall(full.read_bytes())):
             cited = name.decode()
-            if cited not in names and cited not in NOT_YET_HERE:
+            if cited not in names:
                 missing.setdefault(cited, []).append(str(path))
     assert not missing, f"files cited but not in the repository: {missing}"

@@ -12,6 +12,7 @@ the exit code, exactly one line on stderr that names the bad value, and no trace
 
 from __future__ import annotations
 
+import json
 import inspect
 import socket
 import typing
@@ -401,3 +402,11 @@ def test_validation_errors_become_field_messages() -> None:
         Options(workers=0)
     code, message = contract.classify(info.value)
     assert code == 2 and message == "invalid Options: workers: Input should be greater than or equal to 1 (got 0)"
+
+
+def test_defences_lists_shows_and_refuses_an_unknown_id(cli) -> None:
+    listed = cli("defences", "--json")
+    assert listed.code == 0 and len(json.loads(listed.stdout)) >= 26
+    one = cli("defences", "stale_memory")
+    assert one.code == 0 and "must fail" in one.stdout and "check_fresh" in one.stdout
+    assert_one_line_error(cli("defences", "no_such_defence"), 2, "no_such_defence")

@@ -1,4 +1,4 @@
-"""Approximate kernels (HACKS.md #16 distribution shortcut, #17 subsampling, #20 init exploits).
+"""Approximate kernels (defences distribution_shortcut, subsampling, default_init_exploit: docs/defences.md).
 
 The problem (candidates/problem_row_sums.py) sums wide rows of torch.rand values: on its own
 inputs a kernel that reads half of each row, or returns the expectation, is within 1e-2 of the

@@ -1,4 +1,4 @@
-"""HACKS-style class: reading a host file at compile time (the compiler quotes an included file's lines
+"""Defence host_files_at_build (docs/defences.md): reading a host file at compile time (the compiler quotes an included file's lines
 in the errors the agent reads; `.incbin` embeds a file in the module). Every spelling the source can
 show is refused before anything is compiled; the honest includes of the skill's layout pass."""
 

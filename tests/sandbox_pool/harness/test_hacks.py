@@ -1,7 +1,10 @@
-"""Every class of HACKS.md that the harness owns: cheating candidates get -1, honest ones don't.
+"""Every defence of the catalogue (docs/defences.md) that the harness owns: cheating candidates get -1, honest
+ones don't.
 
-The kernels are shared (candidates/kernels.cpp, compiled once thanks to the cache); each
-case varies model_new.py or adds a kernel source. Numbers refer to HACKS.md's catalogue.
+The kernels are shared (candidates/kernels.cpp, compiled once thanks to the cache); each case varies
+model_new.py or adds a kernel source. Each case belongs to one defence of
+sandbox_pool/harness/defences/catalogue.py and its test id starts with that defence's id; a leading number is
+the public threat class it answers (the catalogue's `threat`).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from defence_cases import catalogued
 from test_symbols import RAW_WRITE
 
 from cuda_agent.sandbox_pool.harness import EvalOptions, EvalStatus
@@ -223,7 +227,7 @@ KERNEL_CHEATS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CHEATS))
+@pytest.mark.parametrize("name", catalogued(CHEATS))
 def test_cheating_model_new_is_rejected(evaluate_cpu, name: str) -> None:
     profile = name.startswith(("05_", "06_", "07_detect_by_call"))
     result = evaluate_cpu(CHEATS[name], profile=profile)
@@ -231,7 +235,7 @@ def test_cheating_model_new_is_rejected(evaluate_cpu, name: str) -> None:
     assert result.status in (EvalStatus.VIOLATION, EvalStatus.INCORRECT, EvalStatus.STATIC_CHECK_FAILED), result.error
 
 
-@pytest.mark.parametrize("name", sorted(KERNEL_CHEATS))
+@pytest.mark.parametrize("name", catalogued(KERNEL_CHEATS))
 def test_cheating_kernel_is_rejected(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(HONEST, textwrap.dedent(KERNEL_CHEATS[name]))
     assert result.reward == -1.0, (name, result.status, result.error)
@@ -264,7 +268,7 @@ def test_reaching_the_harness_descriptors_is_refused_at_the_build(evaluate_cpu, 
 # 2026-12-04 (harness/self_binding.py, test_self_binding.py); with it out of the way the child still sees the
 # candidate's code run when it is not its turn (child/turns.py): the run-time layer holds on its own.
 LEAVES_CODE_BEHIND = {
-    # HACKS #1 + #9: a torch fallback computed after the call by a replaced torch function and method;
+    # torch_fallback + timer_patching: a torch fallback computed after the call by a replaced torch function and method;
     # rewarded 3 on 2026-12-04 before the watch (reported time: an uninitialised tensor's).
     "torch_patched_through_an_alias": model_new(
         """
@@ -326,7 +330,7 @@ LEAVES_CODE_BEHIND = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(LEAVES_CODE_BEHIND))
+@pytest.mark.parametrize("name", catalogued(LEAVES_CODE_BEHIND))
 def test_code_left_for_the_harness_to_run_is_a_violation(evaluate_cpu, name: str, static_check_off) -> None:
     result = evaluate_cpu(LEAVES_CODE_BEHIND[name], profile=True)
     assert result.stages["static_check"].ok is True, result.violations
@@ -410,7 +414,7 @@ HONEST_WITH_MACROS = """
 """
 
 
-@pytest.mark.parametrize("name", sorted(MACRO_HIDDEN))
+@pytest.mark.parametrize("name", catalogued(MACRO_HIDDEN))
 def test_what_macros_assemble_is_refused_at_the_build(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(HONEST, textwrap.dedent(MACRO_HIDDEN[name]))
     assert result.stages["static_check"].ok is True
@@ -568,7 +572,7 @@ PROCESS_HOOKS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(PROCESS_HOOKS))
+@pytest.mark.parametrize("name", catalogued(PROCESS_HOOKS))
 def test_hooking_the_process_is_refused(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(HONEST, textwrap.dedent(PROCESS_HOOKS[name]))
     assert result.status in (EvalStatus.VIOLATION, EvalStatus.STATIC_CHECK_FAILED) and result.reward == -1.0, result.error
@@ -647,7 +651,7 @@ RED_TEAM_KERNELS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(RED_TEAM_MODEL_NEW))
+@pytest.mark.parametrize("name", catalogued(RED_TEAM_MODEL_NEW))
 def test_red_team_model_new_is_rejected(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(RED_TEAM_MODEL_NEW[name])
     assert result.reward == -1.0, (name, result.status, result.error)
@@ -674,7 +678,7 @@ def test_the_models_own_attributes_may_have_any_name() -> None:
     assert report.ok, report.violations
 
 
-@pytest.mark.parametrize("name", sorted(RED_TEAM_KERNELS))
+@pytest.mark.parametrize("name", catalogued(RED_TEAM_KERNELS))
 def test_red_team_kernel_is_rejected(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(HONEST, textwrap.dedent(RED_TEAM_KERNELS[name]))
     assert result.reward == -1.0 and result.status is EvalStatus.VIOLATION, (name, result.status, result.error)
@@ -751,7 +755,7 @@ def test_legitimate_tensor_glue_in_cpp_is_accepted(evaluate_cpu) -> None:
     assert result.correct, (result.status, result.error, result.violations)
 
 
-# HACKS.md #12 / #25, red team 2026-12-04: one output buffer returned by every call skips the allocation and
+# stale_memory / metric_gaming, red team 2026-12-04: one output buffer returned by every call skips the allocation and
 # first touch that each call pays (5x on a 64 MB CPU output, reward 3) and overwrites the caller's earlier
 # result; writing into the input, once the trials are over, is the same trick.
 NOT_FRESH = {
@@ -789,7 +793,7 @@ NOT_FRESH = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(NOT_FRESH))
+@pytest.mark.parametrize("name", catalogued(NOT_FRESH))
 def test_outputs_must_be_new_memory(evaluate_cpu, name: str) -> None:
     result = evaluate_cpu(NOT_FRESH[name], profile=True)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0, (result.status, result.error)
@@ -798,7 +802,7 @@ def test_outputs_must_be_new_memory(evaluate_cpu, name: str) -> None:
 
 @pytest.mark.parametrize("kernel", ["relu", "relu_positives_only"])
 def test_a_large_output_left_partly_unwritten_shows_the_poison(evaluate_cpu, kernel: str) -> None:
-    """HACKS.md #12 (uninitialised outputs) on a 64 MB CPU output: glibc gave it fresh zero pages (over its mmap
+    """stale_memory (uninitialised outputs) on a 64 MB CPU output: glibc gave it fresh zero pages (over its mmap
     threshold), so a relu that wrote only its positive elements passed before 2026-12-04 (late night). CPU
     children now keep the memory they free (child/heap.py) and the poisoned block comes back; the honest twin
     writes every element."""

@@ -34,7 +34,7 @@ def test_the_tolerance_follows_the_outputs_magnitude_both_ways() -> None:
 
 
 def test_the_tolerance_never_lets_a_constant_match() -> None:
-    """HACKS.md #15 stays: whatever the native ratio, a draw's atol is at most 5% of that draw's own RMS."""
+    """Defence constant_output (docs/defences.md) stays: whatever the native ratio, a draw's atol is at most 5% of that draw's own RMS."""
     native = torch.full((4096,), 1.0)
     (scale,) = native_scales([native], 1e-2)
     spiky = torch.zeros(4096)

@@ -1,5 +1,5 @@
 // Weighted row sums out[i] = sum_j x[i][j] * gain[j] + bias[0] (problem_row_sums.py), in float:
-// honest kernels with different summation orders, and approximations (HACKS.md #16, #17, #20).
+// honest kernels with different summation orders, and approximations (defences distribution_shortcut, subsampling, default_init_exploit: docs/defences.md).
 #include <torch/types.h>
 #include <torch/csrc/utils/pybind.h>
 

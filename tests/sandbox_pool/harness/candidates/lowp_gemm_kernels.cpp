@@ -3,7 +3,7 @@
 //   lowp_tf32   x and W rounded to TF32 (10 mantissa bits, to nearest even), as cuBLAS's FAST_TF32 math mode;
 //   lowp_fp16   x and W converted to fp16, fp32 accumulation, as an fp16-input tensor-core GEMM.
 // And an approximation that must still fail:
-//   lowp_half_k the dot products over every other k, doubled (subsampling, HACKS.md #17).
+//   lowp_half_k the dot products over every other k, doubled (defence subsampling, docs/defences.md).
 #include <torch/types.h>
 #include <torch/csrc/utils/pybind.h>
 
