@@ -361,9 +361,12 @@ pipeline_phase() {  # issue 44: recipe/cuda_agent/run_pipeline_one_gpu.sh on GPU
     done
     local cmd="${knobs}BASE_MODEL=$PPO_WORK/model WORK_DIR=$work bash recipe/cuda_agent/run_pipeline_one_gpu.sh"
     echo "\$ ${stages:+STAGES=\"$stages\" }$cmd" >>"$OUT/pipeline.log"
-    STAGES="${stages:-baselines stage1 merge collect demonstrate filter rft value stage4}" BASE_MODEL="$PPO_WORK/model" \
-      WORK_DIR="$work" timeout -k 20 "${PIPELINE_TIMEOUT:-540}" bash recipe/cuda_agent/run_pipeline_one_gpu.sh \
-      >>"$OUT/pipeline.log" 2>&1
+    # run from the work folder, as a user's installed copy would: in the checkout, its cuda_agent/ folder (the CLI
+    # alone) hides the namespace that gpu-env.sh links (the first run failed on it: no module cuda_agent.sandbox_pool)
+    mkdir -p "$work"
+    (cd "$work" && STAGES="${stages:-baselines stage1 merge collect demonstrate filter rft value stage4}" \
+      BASE_MODEL="$PPO_WORK/model" WORK_DIR="$work" timeout -k 20 "${PIPELINE_TIMEOUT:-540}" \
+      bash "$REPO/recipe/cuda_agent/run_pipeline_one_gpu.sh") >>"$OUT/pipeline.log" 2>&1
     echo "rc=$?" >>"$OUT/pipeline.log"
     stop_leftovers
   done

@@ -304,12 +304,20 @@ def progress(message: str) -> Iterator[None]:
 
 
 class _Formatter(logging.Formatter):
-    """Log records as one line each; their tracebacks only with --debug."""
+    """Log records as one line each, an exception's type and message at its end; the traceback only with
+    --debug (a server's log said "the pool failed on a compile request" and nothing of why, before)."""
 
     def format(self, record: logging.LogRecord) -> str:
         if not debug_enabled() and (record.exc_info or record.exc_text):
-            record = logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None})
+            exc = record.exc_info[1] if record.exc_info else None
+            cause = f": {type(exc).__name__}: {_first_line(str(exc))}" if exc is not None else ""
+            record = logging.makeLogRecord({**record.__dict__, "msg": f"{record.getMessage()}{cause}", "args": None,
+                                            "exc_info": None, "exc_text": None})
         return super().format(record)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def configure_logging() -> None:

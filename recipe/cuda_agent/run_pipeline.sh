@@ -127,7 +127,7 @@ if wants baselines; then
     [[ -n "${seen[$files]:-}" ]] && continue
     seen[$files]=1
     name="$(basename "$files" .parquet)"
-    run "baselines ($name)" "$WORK_DIR/baselines/$name.done" env "${cache_env[@]}" python3 -m cuda_agent.cli.main \
+    run "baselines ($name)" "$WORK_DIR/baselines/$name.done" env "${cache_env[@]}" python3 -P -m cuda_agent.cli.main \
       baselines --dataset "$files" --device "${BASELINE_DEVICE:-cuda}" --jobs "${BASELINE_JOBS:-14}" \
       --out "$WORK_DIR/baselines/$name.jsonl"
     [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/baselines/$name.done"
@@ -166,13 +166,13 @@ yaml.safe_dump(e, open(sys.argv[2], 'w'))" "$AGENT_LOOPS" "$loops" "$TRAJECTORIE
 fi
 
 if wants demonstrate && [[ -n "${DEMONSTRATIONS:-}" ]]; then
-  run demonstrate "$WORK_DIR/demonstrations.done" python3 -m cuda_agent.cli.main run --dataset "$COLLECT_FILES" \
+  run demonstrate "$WORK_DIR/demonstrations.done" python3 -P -m cuda_agent.cli.main run --dataset "$COLLECT_FILES" \
     --solutions "$DEMONSTRATIONS" --demonstrate --records "$TRAJECTORIES" --out "$WORK_DIR/demonstrations.jsonl"
   [[ "$DRY_RUN" == "1" ]] || touch "$WORK_DIR/demonstrations.done"
 fi
 
 if wants filter; then
-  run_into filter "$SFT" "$SFT_PARTIAL" python3 -m cuda_agent.cli.main rft filter "$TRAJECTORIES" \
+  run_into filter "$SFT" "$SFT_PARTIAL" python3 -P -m cuda_agent.cli.main rft filter "$TRAJECTORIES" \
     --out "$SFT_PARTIAL"
 fi
 

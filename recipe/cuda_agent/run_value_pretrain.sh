@@ -18,7 +18,7 @@ set -euo pipefail
 : "${OUT_DIR:?set OUT_DIR to the critic checkpoint folder to write}"
 read -r -a trajectories <<< "$TRAJECTORIES"
 
-cmd=(python3 -m cuda_agent.cli.main value pretrain "${trajectories[@]}" --model "$MODEL_PATH" --out "$OUT_DIR"
+cmd=(python3 -P -m cuda_agent.cli.main value pretrain "${trajectories[@]}" --model "$MODEL_PATH" --out "$OUT_DIR"
      --steps "${STEPS:-200}" --device "${DEVICE:-cuda}" "$@")
 if [[ "${DRY_RUN:-0}" == "1" ]]; then
   printf '%q ' "${cmd[@]}"; echo

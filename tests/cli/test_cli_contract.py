@@ -410,3 +410,23 @@ def test_defences_lists_shows_and_refuses_an_unknown_id(cli) -> None:
     one = cli("defences", "stale_memory")
     assert one.code == 0 and "must fail" in one.stdout and "check_fresh" in one.stdout
     assert_one_line_error(cli("defences", "no_such_defence"), 2, "no_such_defence")
+
+
+def test_a_logged_exception_keeps_its_type_and_message_without_the_traceback(capsys) -> None:
+    """A server's log line of a failure names its cause (one line), the traceback only with --debug."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    contract.set_debug(False)
+    contract.configure_logging()
+    try:
+        raise RuntimeError("Deadlock: lock '/x/.lock' is already held\nsecond line")
+    except RuntimeError:
+        logging.getLogger("cuda_agent.sandbox_pool.pool.protocol").exception("the pool failed on a %s request", "compile")
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ERROR cuda_agent.sandbox_pool.pool.protocol: the pool failed on a compile request: RuntimeError: "
+                   "Deadlock: lock '/x/.lock' is already held"], err

@@ -8,12 +8,14 @@ GCC only uses a PCH built with the same flags, so one is built per flag set.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import hashlib
 import logging
+import os
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
-
-from filelock import FileLock
 
 logger = logging.getLogger(__name__)
 
@@ -56,22 +58,7 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
     if gch.exists():
         return header
     folder.mkdir(parents=True, exist_ok=True)
-    # Builds of one process queue on a thread lock first: filelock refuses (as a deadlock) a
-    # second instance of a held lock in the same thread, and to_thread reuses threads.
-    # thread_local=False: the lock is taken in a worker thread and may be released elsewhere.
-    local = _process_lock(str(folder))
-    lock = FileLock(str(folder / ".lock"), thread_local=False)
-
-    def acquire() -> None:
-        local.acquire()
-        try:
-            lock.acquire()
-        except BaseException:
-            local.release()
-            raise
-
-    await asyncio.to_thread(acquire)
-    try:
+    async with _held(folder):
         if gch.exists():
             return header
         header.write_text(text)
@@ -96,6 +83,42 @@ async def ensure_pch(cache_root: Path, cxx: str, flags: list[str], device: str, 
             return None
         tmp.rename(gch)
         return header
+
+
+@contextlib.asynccontextmanager
+async def _held(folder: Path) -> AsyncIterator[None]:
+    """The folder's build lock, across processes (an flock on `.lock`) and, first, across this process's
+    coroutines (a thread lock: one process's two flocks on two descriptors would also exclude each other, but
+    the thread lock keeps waiters off the worker threads). Taken in a worker thread, released wherever the
+    coroutine resumes: flock has no notion of threads, where filelock's deadlock registry does (an instance
+    released on another thread than it was taken on left the thread 'holding' it in the filelock of the GPU
+    node: the next build on that worker thread failed with "Deadlock: lock ... is already held by a different
+    FileLock instance in this thread", seen in the pool's compile requests on an H100, 2026-12-07)."""
+    local = _process_lock(str(folder))
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+
+    def acquire() -> None:
+        local.acquire()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            local.release()
+            raise
+
+    acquiring = asyncio.ensure_future(asyncio.to_thread(acquire))
+    try:
+        await asyncio.shield(acquiring)
+    except BaseException:
+        # cancelled while the worker thread waits: it may still take both locks; give them back when it does
+        def undo(done: asyncio.Future) -> None:
+            if not done.cancelled() and done.exception() is None:
+                local.release()
+            os.close(fd)
+
+        acquiring.add_done_callback(undo)
+        raise
+    try:
+        yield
     finally:
-        lock.release()
+        os.close(fd)  # closing the descriptor releases its flock
         local.release()

@@ -4,6 +4,7 @@ and units the glue cannot build fall back to the real headers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -142,3 +143,56 @@ def test_concurrent_builds_of_one_precompiled_header(tmp_path: Path) -> None:
     headers = asyncio.run(build_all())
     assert len(set(headers)) == 1 and headers[0] is not None
     assert Path(str(headers[0]) + ".gch").exists()
+
+
+def _fake_compiler(tmp_path: Path, seconds: float) -> str:
+    """A 'compiler' that takes `seconds` and writes its -o file: the lock's behaviour without g++'s time."""
+    script = tmp_path / "fake_cxx"
+    script.write_text(f'#!/bin/sh\nsleep {seconds}\nwhile [ "$1" != "-o" ]; do shift; done\necho pch > "$2"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_the_header_lock_is_taken_again_and_again_from_reused_worker_threads(tmp_path: Path) -> None:
+    """The lock is taken in a worker thread and released on the event loop's: taken again from the same (reused)
+    worker thread, round after round, it must not look held (the GPU node's filelock refused exactly that as a
+    deadlock: the pool's compile requests failed in the pipeline's demonstrations, 2026-12-07)."""
+    from cuda_agent.sandbox_pool.harness.compiler.pch import PCH_NAME, ensure_pch
+
+    cxx = _fake_compiler(tmp_path, 0.05)
+
+    async def rounds() -> list[Path | None]:
+        found = []
+        for _ in range(5):
+            for gch in (tmp_path / "cache").glob(f"pch/*/{PCH_NAME}.gch"):
+                gch.unlink()  # build it again: every call takes the lock
+            found += await asyncio.gather(*(ensure_pch(tmp_path / "cache", cxx, [], "cpu", 10, text="x")
+                                            for _ in range(3)))
+        return found
+
+    headers = asyncio.run(rounds())
+    assert None not in headers and len(set(headers)) == 1
+
+
+@pytest.mark.timeout(60)  # before the fix the thread kept the lock: the next build, and the loop's shutdown, hung
+def test_a_build_cancelled_while_it_waits_for_the_lock_leaves_it_free(tmp_path: Path) -> None:
+    from cuda_agent.sandbox_pool.harness.compiler.pch import ensure_pch
+
+    cxx = _fake_compiler(tmp_path, 0.5)
+
+    async def scenario() -> Path | None:
+        first = asyncio.create_task(ensure_pch(tmp_path / "cache", cxx, [], "cpu", 10, text="x"))
+        await asyncio.sleep(0.1)
+        waiting = asyncio.create_task(ensure_pch(tmp_path / "cache", cxx, ["-O2"], "cpu", 10, text="x"))
+        other = asyncio.create_task(ensure_pch(tmp_path / "cache", cxx, [], "cpu", 10, text="x"))
+        await asyncio.sleep(0.1)
+        other.cancel()  # waiting behind `first` for the same folder's lock
+        await first
+        with contextlib.suppress(asyncio.CancelledError):
+            await other
+        await waiting
+        for gch in (tmp_path / "cache").glob("pch/*/*.gch"):
+            gch.unlink()
+        return await asyncio.wait_for(ensure_pch(tmp_path / "cache", cxx, [], "cpu", 10, text="x"), 5)
+
+    assert asyncio.run(scenario()) is not None
