@@ -13,7 +13,7 @@
 #                                  data_eager_ms.png, data_report.json (the filter's)
 #   load    issue 46: bench_load.py on GPU 0, the quickstart's cuda candidates quiet, then beside another process's
 #           fp32 matmuls on the same GPU, then quiet again; with the window check, then without it (the
-#           behaviour before it), LOAD_REPEATS (3) evaluations of each candidate per phase; ~2 x 2 min              -> load_cuda.json, load_cuda_unchecked.json, load.log
+#           behaviour before it; LOAD_NAMES=load_cuda for the first alone), LOAD_REPEATS (3) per phase; ~2 x 2 min             -> load_cuda.json, load_cuda_unchecked.json, load.log
 #   pool1   pool throughput, 16 submitters, one GPU (issue 3), on the last GPU        -> pool_1gpu.json/.log
 #   pool1p  control: one GPU, its worker in a process of its own                      -> pool_1gpu_process.json/.log
 #   pool2   the same on two GPUs, a worker process per GPU (the default)              -> pool_2gpu.json/.log
@@ -202,7 +202,7 @@ if has bench; then
 fi
 if has load; then  # issue 46: rewards beside a GPU neighbour, with and without the window check
   stamp "load"
-  for name in load_cuda load_cuda_unchecked; do
+  for name in ${LOAD_NAMES:-load_cuda load_cuda_unchecked}; do
     flag=$([ "$name" = load_cuda_unchecked ] && echo --no-window-check)
     CUDA_VISIBLE_DEVICES=0 timeout "${LOAD_TIMEOUT:-300}" python3 -P benchmarks/harness/bench_load.py --device cuda \
       --repeats "${LOAD_REPEATS:-3}" $flag --out "$OUT/$name.json" >>"$OUT/load.log" 2>&1

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_agent.errors import DeviceMemoryError, InfraError, ProblemError
 from cuda_agent.sandbox_pool.harness import baselines as baseline_mod
 from cuda_agent.sandbox_pool.harness import device_memory, window_check
+from cuda_agent.sandbox_pool.harness.check_ahead import CheckAhead
 from cuda_agent.sandbox_pool.harness.compiler import BuildResult, build_extension, default_cache_dir
 from cuda_agent.sandbox_pool.harness.compiler.symbols import check_object_symbols
 from cuda_agent.sandbox_pool.harness.child.hardening import make_undumpable
@@ -37,6 +38,7 @@ from cuda_agent.sandbox_pool.harness.models import (
     PrecisionPolicy,
     Receipt,
     StageOutcome,
+    TimingStats,
 )
 from cuda_agent.sandbox_pool.harness.output_buffer import OutputRegion, region_bytes
 from cuda_agent.sandbox_pool.harness.problem import Problem, load_problem
@@ -324,6 +326,7 @@ class _Run:
         self.seed = ahead.seed if ahead is not None else draw_seed(self.opts.seed)
         self.result.receipt.seed = self.seed
         self.neighbour_sensitive = False  # a verdict other evaluations on the device could have caused
+        self.check_ahead: CheckAhead | None = None  # the window check's child, started beside verification
 
     def stage(self, name: str, **fields: Any) -> StageOutcome:
         outcome = StageOutcome(ran=True, **fields)
@@ -354,6 +357,8 @@ class _Run:
                 early.cancel()
             raise
         finally:
+            if self.check_ahead is not None:  # not needed (no reward to decide) or not used
+                await self.check_ahead.close()
             if early is not None:
                 # After a failed compile (or verification) a measurement already started goes on to
                 # the cache: the task's next candidate needs it, and no child is left behind.
@@ -376,6 +381,7 @@ class _Run:
         if early is not None:
             await asyncio.wait({early})  # the baselines hold the device alone until they end
         verify_started = time.monotonic()
+        self.check_ahead = self.start_check_ahead(problem, early)
         ok = await self.verify_and_time(problem, build)
         if "verify" in self.result.stages:
             self.result.stages["verify"].started_s = verify_started - self.t0
@@ -545,21 +551,16 @@ class _Run:
         # live on the device; not solo, which would preempt every pipelined neighbour on each evaluation. The
         # child sets itself up (its CUDA context) before the exclusive window, while the device is shared.
         timeout_s = self.ev.config.baseline_timeout_s
-        await self.lease.start_child(self.ev.child_need(problem))
-        check_child: baseline_mod.EagerCheck | None = None
-        try:
-            check_child = baseline_mod.EagerCheck(
-                problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index,
-                tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, warmup=self.opts.warmup_calls)
-            now = await check_child.ready(timeout_s)
-            if now is None:
-                await self.lease.exclusive()
-                now = await check_child.time(timeout_s)
-        finally:
-            if check_child is not None:
-                check_child.close()
-            await self.lease.release()
-            await self.lease.child_ended()
+        ahead, self.check_ahead = self.check_ahead, None
+        ahead = await ahead.take() if ahead is not None else None
+        if ahead is not None:
+            try:
+                now = await ahead.time(timeout_s)
+            finally:
+                await ahead.close()
+            notes.append("window check: its child started beside the verification")
+        else:
+            now = await self._check_now(problem, timeout_s)
         if isinstance(now, str):
             raise InfraError(f"the eager reference's window check failed: {now}")
         self.result.timings["eager_window_check"] = now
@@ -601,6 +602,41 @@ class _Run:
         self.result.warnings.append(note)
         notes.append(note)
         return fresh
+
+    def _eager_check(self, problem: Problem) -> baseline_mod.EagerCheck:
+        return baseline_mod.EagerCheck(
+            problem, self.ev.zygote, device=self.job.device, device_index=self.ev.config.device_index,
+            tf32=self.opts.precision_policy is PrecisionPolicy.MATCHED, warmup=self.opts.warmup_calls)
+
+    async def _check_now(self, problem: Problem, timeout_s: float) -> TimingStats | str:
+        """The window check's child started now, after the candidate's, under the evaluation's own lease."""
+        await self.lease.start_child(self.ev.child_need(problem))
+        check_child: baseline_mod.EagerCheck | None = None
+        try:
+            check_child = self._eager_check(problem)
+            now = await check_child.ready(timeout_s)
+            if now is None:
+                await self.lease.exclusive()
+                now = await check_child.time(timeout_s)
+        finally:
+            if check_child is not None:
+                check_child.close()
+            await self.lease.release()
+            await self.lease.child_ended()
+        return now
+
+    def start_check_ahead(self, problem: Problem, early: "asyncio.Task[baseline_mod.Baselines] | None") -> CheckAhead | None:
+        """With the window check on and the task's baselines cached (known now: they are not measured in this
+        evaluation), the check's child started beside the verification (check_ahead.py); None otherwise, and in
+        a solo run (a companion's admission would wait for the solo run to end)."""
+        if not (self.opts.profile and self.ev.config.window_check and self.job.device in window_check.DEVICES):
+            return None
+        if early is not None or self.lease.solo or self.opts.refresh_baselines:
+            return None
+        if self.ev.baseline_cache.get(self.baseline_key(problem)) is None:
+            return None
+        return CheckAhead(self.lease, self.ev.child_need(problem), lambda: self._eager_check(problem),
+                          self.ev.config.baseline_timeout_s)
 
     def _loaded(self, notes: list[str], message: str) -> None:
         notes.append(message)

@@ -124,9 +124,11 @@ class DeviceGate:
                 and min(waiting, key=waiting.__getitem__) is lease)
 
     def _enter(self, lease: "Lease") -> None:
-        if self._live - {lease}:
+        others = {other for other in self._live - {lease}
+                  if other.companion is not lease and lease.companion is not other}  # one evaluation's two children
+        if others:
             lease.overlapped = True
-            for other in self._live:
+            for other in others:
                 other.overlapped = True
         self._live.add(lease)
         self.stats.max_live_children = max(self.stats.max_live_children, len(self._live))
@@ -149,6 +151,7 @@ class Lease:
         self.preempt: bool | None = None  # None: not asked; else whether the next attempt must be solo
         self.on_child = False  # the shared hold is on behalf of a running child step (preemptible)
         self.need_bytes = 0  # the child's estimated device memory (admission, `start_child`)
+        self.companion: Lease | None = None  # the lease of the evaluation this one's child serves (check_ahead.py)
         self._since = 0.0
 
     # -- the lease's child ----------------------------------------------------------------

@@ -157,3 +157,41 @@ def test_the_check_is_off_unless_asked_for():
     from cuda_agent.sandbox_pool.harness import EvaluatorConfig
 
     assert EvaluatorConfig().window_check is False
+
+
+@pytest.mark.slow
+def test_the_checks_child_starts_beside_the_verification_and_is_no_neighbour(tmp_path):
+    """The check's child is started when verification starts (its setup overlaps it instead of following the
+    candidate's timing) under a companion lease: the evaluation is not 'shared with other evaluations'. A wrong
+    candidate, which needs no check, leaves no child behind."""
+    async def scenario():
+        async with _checked_evaluator(tmp_path / "cache") as evaluator:
+            first = await _evaluate(evaluator, _cpu_fast(), DIAG_MATMUL)  # measures the baselines: no check
+            second = await _evaluate(evaluator, _cpu_fast(), DIAG_MATMUL)
+            wrong = await _evaluate(evaluator, {**_cpu_fast(), "model_new.py": _cpu_fast()["model_new.py"].replace(
+                "return cuda_extension", "return 2 * cuda_extension")}, DIAG_MATMUL)
+            live = set(evaluator.gate._live)
+        return first, second, wrong, live
+
+    first, second, wrong, live = asyncio.run(scenario())
+    assert "eager_window_check" not in first.timings
+    if second.status is EvalStatus.INFRA_ERROR:
+        pytest.skip(f"the machine was loaded: {second.error}")
+    assert second.status is EvalStatus.OK and "eager_window_check" in second.timings
+    assert "its child started beside the verification" in second.stages["baselines"].log
+    assert "no other evaluation" in second.stages["verify"].log, second.stages["verify"].log
+    assert wrong.status is not EvalStatus.OK and "eager_window_check" not in wrong.timings
+    assert not live, "a lease of the check left on the gate"
+
+
+def test_an_evaluations_two_children_do_not_make_each_other_neighbours():
+    from cuda_agent.sandbox_pool.harness.gate import DeviceGate
+
+    gate = DeviceGate()
+    own, check, other = gate.lease(), gate.lease(), gate.lease()
+    check.companion = own
+    gate._enter(own)
+    gate._enter(check)
+    assert not own.overlapped and not check.overlapped
+    gate._enter(other)
+    assert own.overlapped and check.overlapped and other.overlapped
