@@ -76,7 +76,7 @@ def test_run_value_pretrain_prints_its_command(tmp_path):
     result = _script("run_value_pretrain.sh", {"MODEL_PATH": "/ckpt/rft_hf", "TRAJECTORIES": "/t/a /t/b",
                                                "OUT_DIR": "/ckpt/critic"}, "--lr", "2e-6", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["python3", "-m", "cuda_agent.cli.main", "value", "pretrain", "/t/a", "/t/b",
+    assert result.stdout.split() == ["python3", "-P", "-m", "cuda_agent.cli.main", "value", "pretrain", "/t/a", "/t/b",
                                      "--model", "/ckpt/rft_hf", "--out", "/ckpt/critic", "--steps", "200",
                                      "--device", "cuda", "--lr", "2e-6"]
 
@@ -93,7 +93,7 @@ def test_pipeline_dry_run_prints_every_stage_chained(tmp_path):
     assert len(lines) == 11
     single_baselines, agentic_baselines, stage1, merge, loops, collect, rft_filter, rft, link, value, stage4 = lines
     # every task's baselines measured ahead, once per dataset (COLLECT_FILES defaults to the agentic set)
-    assert single_baselines.split() == ["env", "python3", "-m", "cuda_agent.cli.main", "baselines", "--dataset",
+    assert single_baselines.split() == ["env", "python3", "-P", "-m", "cuda_agent.cli.main", "baselines", "--dataset",
                                         "/d/single.parquet", "--device", "cuda", "--jobs", "14", "--out",
                                         f"{work}/baselines/single.jsonl"]
     assert f"baselines --dataset /d/agentic.parquet --device cuda --jobs 14 --out {work}/baselines/agentic.jsonl" in agentic_baselines
@@ -116,7 +116,7 @@ def test_pipeline_writes_demonstrations_beside_the_collected_trajectories(tmp_pa
     lines = _script("run_pipeline.sh", env, cwd=tmp_path).stdout.strip().splitlines()
     assert len(lines) == 12
     demonstrate = lines[6]
-    assert demonstrate.split() == ["python3", "-m", "cuda_agent.cli.main", "run", "--dataset", "/d/agentic.parquet",
+    assert demonstrate.split() == ["python3", "-P", "-m", "cuda_agent.cli.main", "run", "--dataset", "/d/agentic.parquet",
                                    "--solutions", "/d/solutions", "--demonstrate", "--records", f"{work}/trajectories",
                                    "--out", f"{work}/demonstrations.jsonl"]
     assert "collect_agent_loops.yaml" in lines[5] and "rft filter" in lines[7]
@@ -128,7 +128,7 @@ def test_pipeline_measures_baselines_into_the_pools_cache(tmp_path):
     lines = _script("run_pipeline.sh", env, cwd=tmp_path).stdout.strip().splitlines()
     assert [line.split("--dataset ")[1].split()[0] for line in lines] == [
         "/d/single.parquet", "/d/agentic.parquet", "/d/collect.parquet"]
-    assert all(line.startswith("env CUDA_AGENT_CACHE=/pool/cache python3 -m cuda_agent.cli.main baselines")
+    assert all(line.startswith("env CUDA_AGENT_CACHE=/pool/cache python3 -P -m cuda_agent.cli.main baselines")
                and "--jobs 6" in line for line in lines)
 
 
