@@ -12,6 +12,8 @@ import functools
 import re
 import sys
 
+from cuda_agent.sandbox_pool.harness.defences.catalogue import owning_reason
+
 ALLOWED_ATEN_OPS: frozenset[str] = frozenset(
     {
         # creation
@@ -231,16 +233,23 @@ def allowed_op_structs() -> frozenset[str]:
 
 
 def symbol_violations(symbols: list[str]) -> list[str]:
-    """Violations among the (demangled) undefined symbols of a built module."""
+    """Violations among the (demangled) undefined symbols of a built module, each naming its defence."""
     found: list[str] = []
     allowed = allowed_op_structs()
     for sym in symbols:
         match = _ATEN_CALL.search(sym)
         if match and (match.group(2) == "redispatch" or match.group(1) not in allowed):
-            found.append(f"the extension calls torch operator at::{match.group(1)} (compute must be in your kernels)")
+            found.append(f"the extension calls torch operator at::{match.group(1)} (compute must be in your kernels) "
+                         "[defence torch_fallback]")
             continue
         for pattern, why in FORBIDDEN_SYMBOL_PATTERNS:
             if pattern.search(sym):
-                found.append(f"the extension imports {sym.split('(')[0]} ({why})")
+                found.append(f"the extension imports {sym.split('(')[0]} ({why}){defence_tag(why)}")
                 break
     return sorted(set(found))
+
+
+def defence_tag(why: str) -> str:
+    """' [defence <id>]' for a pattern's reason, read from the catalogue of defences (docs/defences.md)."""
+    defence = owning_reason(why)
+    return f" [defence {defence.id}]" if defence is not None else ""

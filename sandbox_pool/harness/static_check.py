@@ -22,6 +22,7 @@ from cuda_agent.sandbox_pool.harness.policy import (
     FORBIDDEN_BUILTINS,
     FORBIDDEN_SOURCE_PATTERNS,
     FORBIDDEN_TORCH_ATTRS,
+    defence_tag,
 )
 from cuda_agent.sandbox_pool.harness.self_binding import SELF_NAMES, self_binding_violations
 from cuda_agent.sandbox_pool.workspace.layout import CANDIDATE_ENTRY, is_candidate_path
@@ -66,7 +67,7 @@ def source_violations(path: str, code: str, line_numbers: list[int] | None = Non
         if match:
             index = code.count("\n", 0, match.start())
             line = line_numbers[index] if line_numbers else index + 1
-            found.append(f"{path}:{line}: `{match.group(0)[:80]}` is not allowed ({why}{note})")
+            found.append(f"{path}:{line}: `{match.group(0)[:80]}` is not allowed ({why}{note}){defence_tag(why)}")
     return found
 
 

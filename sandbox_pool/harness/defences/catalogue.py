@@ -36,6 +36,11 @@ CATALOGUE: tuple[Defence, ...] = (
               + _in("test_gpu", "test_torch_fallback_is_rejected"),
         honest=_in("test_hacks", "test_legitimate_tensor_glue_in_cpp_is_accepted")
                + _in("test_gpu", "test_cublas_calling_candidates_are_legitimate") + HONEST_SCALE_BIAS,
+        policy_reasons=(
+            "calling torch's own kernels",
+            "torch kernel entry point",
+            "torch dispatcher internals",
+        ),
     ),
     Defence(
         id="host_compute", threat=1,
@@ -127,6 +132,10 @@ CATALOGUE: tuple[Defence, ...] = (
         hacks=_in("test_hacks", "08_grader_state_gc", "08_grader_state_frames", "08_read_proc",
                   "frames_through_typing", "frame_builtins_of_an_async_generator"),
         honest=_in("test_hacks", "test_type_hints_of_every_kind_pass_the_static_check"),
+        policy_reasons=(
+            "inspecting other processes",
+            "reading or writing files",
+        ),
     ),
     Defence(
         id="timer_patching", threat=9,
@@ -154,6 +163,15 @@ CATALOGUE: tuple[Defence, ...] = (
         hacks=_in("test_hacks", "10_side_thread", "10_std_thread", "c11_thread", "interop_pool_task")
               + _in("test_symbols", "test_work_left_running_or_python_internals_are_refused_by_symbol"),
         honest=_in("test_symbols", "test_openmp_that_joins_before_returning_passes"),
+        policy_reasons=(
+            "threads outside OpenMP",
+            "creating streams (launch on the current stream)",
+            "stream creation (launch on the current stream)",
+            "process or thread creation",
+            "raw system calls, threads or timers",
+            "raw system calls, threads, timers or memory maps",
+            "OpenMP teams left running after the call (write `#pragma omp parallel`, which joins before returning)",
+        ),
     ),
     Defence(
         id="lazy_tensor", threat=11,
@@ -178,6 +196,9 @@ CATALOGUE: tuple[Defence, ...] = (
                   "into_the_input_once_timed", "test_a_large_output_left_partly_unwritten_shows_the_poison",
                   "test_outputs_over_the_candidates_own_memory_are_refused"),
         honest=HONEST_SCALE_BIAS,
+        policy_reasons=(
+            "wrapping memory torch did not allocate (from_blob): allocate outputs and workspaces with torch::empty",
+        ),
     ),
     Defence(
         id="silent_launch_failure", threat=13,
@@ -296,6 +317,9 @@ CATALOGUE: tuple[Defence, ...] = (
         hacks=_in("test_hacks", "22_network")
               + _in("test_isolation", "test_child_has_read_only_fs_no_network_and_takes_its_descendants_along"),
         honest=HONEST_SCALE_BIAS,
+        policy_reasons=(
+            "network access",
+        ),
     ),
     Defence(
         id="resource_abuse", threat=23,
@@ -310,6 +334,9 @@ CATALOGUE: tuple[Defence, ...] = (
                     "test_a_candidate_holding_the_device_memory_still_gets_its_verdict")
               + _in("test_judging", "test_out_of_memory_is_judged_on_the_cpu"),
         honest=_in("test_judging", "test_the_device_is_used_when_it_can_be"),
+        policy_reasons=(
+            "starting processes",
+        ),
     ),
     Defence(
         id="l2_persistence", threat=24,
@@ -321,6 +348,9 @@ CATALOGUE: tuple[Defence, ...] = (
         enforced_by=("policy.FORBIDDEN_SOURCE_PATTERNS", "policy.FORBIDDEN_SYMBOL_PATTERNS", "child.timing.Timer"),
         hacks=_in("test_defences", "test_l2_persistence_controls_are_refused"),
         honest=_in("test_symbols", "test_honest_code_with_library_calls_passes"),
+        policy_reasons=(
+            "L2 persistence control",
+        ),
     ),
     Defence(
         id="metric_gaming", threat=25,
@@ -411,6 +441,9 @@ CATALOGUE: tuple[Defence, ...] = (
               + _in("test_gpu", "test_cuda_sources_are_checked_as_the_compiler_reads_them")
               + _in("test_expansion", "test_line_directives_are_refused"),
         honest=_in("test_hacks", "test_a_kernel_written_with_macros_is_accepted"),
+        policy_reasons=(
+            "token pasting (identifiers must be spelled out)",
+        ),
     ),
     Defence(
         id="host_files_at_build", threat=None,
@@ -439,6 +472,21 @@ CATALOGUE: tuple[Defence, ...] = (
                   "exclude_python_dispatch_key", "pysys_modules", "phdr_symbol_scan", "python_from_cpp",
                   "test_the_symbols_of_process_hooks_are_refused"),
         honest=_in("test_symbols", "test_honest_code_with_library_calls_passes"),
+        policy_reasons=(
+            "Python C API execution",
+            "importing Python from C++",
+            "reaching Python builtins from C++",
+            "taking the Python lock or OpenMP's internals from kernel code",
+            "dispatcher state",
+            "the Python C API (bindings use pybind11's m.def only)",
+            "reaching Python objects from C++",
+            "inspecting loaded libraries",
+            "hooking torch's process-wide machinery (allocators, operator callbacks, thread pools)",
+            "dynamic loading",
+            "Python execution",
+            "reaching Python internals",
+            "reaching Python's private runtime state",
+        ),
     ),
     Defence(
         id="forged_messages", threat=None,
@@ -454,6 +502,9 @@ CATALOGUE: tuple[Defence, ...] = (
               + _in("test_output_region", "test_a_forged_layout_is_a_format_error")
               + _in("test_symbols", "test_an_inline_system_call_is_found_and_the_finding_kept"),
         honest=_in("test_protocol", "test_the_protocol_accepts_the_childs_own_order"),
+        policy_reasons=(
+            "file descriptor I/O",
+        ),
     ),
 )
 """Every defence, the public threat classes first (by number), then the classes found by red-teaming."""
@@ -465,6 +516,14 @@ def by_id(defence_id: str) -> Defence:
         if defence.id == defence_id:
             return defence
     raise KeyError(f"no defence {defence_id!r}; known: {', '.join(d.id for d in CATALOGUE)}")
+
+
+def owning_reason(why: str) -> Defence | None:
+    """The record whose `policy_reasons` hold `why` (a reason of policy.py's source or symbol patterns)."""
+    for defence in CATALOGUE:
+        if why in defence.policy_reasons:
+            return defence
+    return None
 
 
 def claiming(test_file: str, case: str) -> Defence:

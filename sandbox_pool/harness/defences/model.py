@@ -49,3 +49,5 @@ class Defence(BaseModel):
                                    "'tests/<file>.py::<case or test function>'.")
     honest: tuple[str, ...] = Field(min_length=1, description="Tests of honest twins that must pass, same form.")
     untested: str = Field("", description="Why `hacks` is empty, when it is.")
+    policy_reasons: tuple[str, ...] = Field((), description="The reasons of policy.py's forbidden source and symbol "
+                                            "patterns that this defence owns: their violations name it.")

@@ -99,3 +99,19 @@ def test_an_implausible_speed_up_is_a_violation() -> None:
     finish(result, margin=0.05, sanity_bound=1000)
     assert result.status is EvalStatus.VIOLATION and result.reward == -1.0
     assert "sanity bound" in result.error
+
+
+def test_every_reason_of_the_source_and_symbol_checks_is_one_defences() -> None:
+    from cuda_agent.sandbox_pool.harness.policy import FORBIDDEN_SOURCE_PATTERNS, FORBIDDEN_SYMBOL_PATTERNS
+
+    for _, why in FORBIDDEN_SOURCE_PATTERNS + FORBIDDEN_SYMBOL_PATTERNS:
+        owners = [d.id for d in CATALOGUE if why in d.policy_reasons]
+        assert len(owners) == 1, (why, owners)
+    reasons = {why for _, why in FORBIDDEN_SOURCE_PATTERNS + FORBIDDEN_SYMBOL_PATTERNS}
+    assert {why for d in CATALOGUE for why in d.policy_reasons} <= reasons, "a reason no check gives any more"
+
+
+def test_the_checks_name_the_defence_that_refuses_what_they_found() -> None:
+    assert source_violations("kernels/k.cu", "cudaCtxResetPersistingL2Cache();")[0].endswith("[defence l2_persistence]")
+    assert symbol_violations(["write"]) == ["the extension imports write (file descriptor I/O) [defence forged_messages]"]
+    assert symbol_violations(["at::_ops::add_Tensor::call(at::Tensor const&)"])[0].endswith("[defence torch_fallback]")
