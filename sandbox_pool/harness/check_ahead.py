@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from cuda_agent.sandbox_pool.harness.baselines import EagerCheck
 from cuda_agent.sandbox_pool.harness.gate import Lease
@@ -27,7 +28,8 @@ logger = logging.getLogger(__name__)
 class CheckAhead:
     """An `EagerCheck` started now under a lease of its own, companion of the evaluation's `lease`."""
 
-    def __init__(self, lease: Lease, need_bytes: int, make_check, timeout_s: float) -> None:
+    def __init__(self, lease: Lease, need_bytes: int, make_check: Callable[[], EagerCheck],
+                 timeout_s: float) -> None:
         """`make_check()` spawns the `EagerCheck`; `need_bytes` is its child's device memory (admission)."""
         self.lease = lease.gate.lease()
         self.lease.companion = lease
@@ -35,7 +37,7 @@ class CheckAhead:
         self._check: EagerCheck | None = None
         self.task = asyncio.ensure_future(self._start(need_bytes, make_check, timeout_s))
 
-    async def _start(self, need_bytes: int, make_check, timeout_s: float) -> None:
+    async def _start(self, need_bytes: int, make_check: Callable[[], EagerCheck], timeout_s: float) -> None:
         await self.lease.start_child(need_bytes)
         await self.lease.shared()  # its setup beside the verification, never inside a timed window
         try:

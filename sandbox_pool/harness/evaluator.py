@@ -328,6 +328,11 @@ class _Run:
         self.neighbour_sensitive = False  # a verdict other evaluations on the device could have caused
         self.check_ahead: CheckAhead | None = None  # the window check's child, started beside verification
 
+    @property
+    def window_checked(self) -> bool:
+        """Whether this evaluation's cached baselines are checked in its window (window_check.py)."""
+        return self.ev.config.window_check and self.job.device in window_check.DEVICES
+
     def stage(self, name: str, **fields: Any) -> StageOutcome:
         outcome = StageOutcome(ran=True, **fields)
         self.result.stages[name] = outcome
@@ -391,7 +396,7 @@ class _Run:
             await self.baselines(problem, early)
         if self.result.correct and self.result.status is not EvalStatus.INFRA_ERROR:
             finish(self.result, margin=self.opts.reward_margin, sanity_bound=self.opts.speedup_sanity_bound,
-                   noisy_is_infra=self.ev.config.window_check and self.job.device in window_check.DEVICES)
+                   noisy_is_infra=self.window_checked)
 
     # -- stages ---------------------------------------------------------------------------
     def static_check(self) -> bool:
@@ -522,7 +527,7 @@ class _Run:
             if cached is None:
                 await self.lease.acquire_solo()  # baselines are timed: nothing else on the device
                 cached = await self._measure(problem, key)
-            elif self.result.correct and self.ev.config.window_check and self.job.device in window_check.DEVICES:
+            elif self.result.correct and self.window_checked:
                 # only a reward needs them: is the cached eager time true in this window?
                 checked = await self._checked_in_window(problem, key, cached, notes)
                 if checked is None:
@@ -629,7 +634,7 @@ class _Run:
         """With the window check on and the task's baselines cached (known now: they are not measured in this
         evaluation), the check's child started beside the verification (check_ahead.py); None otherwise, and in
         a solo run (a companion's admission would wait for the solo run to end)."""
-        if not (self.opts.profile and self.ev.config.window_check and self.job.device in window_check.DEVICES):
+        if not (self.opts.profile and self.window_checked):
             return None
         if early is not None or self.lease.solo or self.opts.refresh_baselines:
             return None

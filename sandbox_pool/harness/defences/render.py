@@ -14,8 +14,8 @@ docs/defences.md`; tests/sandbox_pool/harness/test_defences.py fails when this f
 Every capability the harness refuses a candidate: the rule, the code that enforces it, the cheating candidates
 that must fail and the honest twins that must pass. The records live in
 [`sandbox_pool/harness/defences/catalogue.py`](../sandbox_pool/harness/defences/catalogue.py); the hack tests
-take their ids from them (`pytest -k <id>` runs one defence's hacks), and the source and symbol checks name the
-defence that refuses what they found (`... is not allowed (reason) [defence <id>]`). `threat` is the public class a record
+take their ids from them (`pytest -k <id>` runs one defence's hacks), and the source and symbol pattern checks name
+the defence that refuses what they found (`... is not allowed (reason) [defence <id>]`). `threat` is the public class a record
 answers (the taxonomy of KernelBench, Sakana's robust-kbench, CUDA-L1/L2 and METR, numbered 1-25); `-` marks
 a class this project's red team found. How each stage works: [harness.md](harness.md#what-is-checked).
 Enforcers are named under `{root}`.
